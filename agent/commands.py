@@ -1,0 +1,80 @@
+"""Slash commands: `/new`, `/stop`, `/help`, `/model`. Each answers with text."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from agent import store
+from agent.concurrency import cancel_running, session_lock
+from agent.conf import AgentSettings
+from agent.errors import validate_model_name
+from sessions_app.models import Session
+
+HELP = """Commands:
+/new — archive this conversation and start afresh
+/stop — stop the running turn
+/model NAME — use another model in this session (no name: show the current one)
+/help — this list"""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    session: Session
+    conf: AgentSettings
+
+
+def parse(content: str) -> Command | None:
+    """A known command, or None: other text that starts with `/` (a path, say) is a message."""
+    name, _, args = content.strip().partition(" ")
+    name = name.lower()
+    return Command(name, args.strip()) if name in _HANDLERS else None
+
+
+async def dispatch(
+    command: Command,
+    *,
+    session: Session,
+    conf: AgentSettings,
+) -> str:
+    return await _HANDLERS[command.name](command.args, _Context(session, conf))
+
+
+async def _help(args: str, ctx: _Context) -> str:
+    return HELP
+
+
+async def _new(args: str, ctx: _Context) -> str:
+    # Waits for a running turn to finish, so that its messages are archived with the rest.
+    async with session_lock(ctx.session.key, lock_dir=ctx.conf.data_dir / "locks"):
+        count = await store.archive_messages(session=ctx.session)
+    return f"New conversation started ({count} messages archived)."
+
+
+async def _stop(args: str, ctx: _Context) -> str:
+    stopped = cancel_running(ctx.session.key)
+    if not stopped:
+        return "No running task to stop."
+    return f"Stopped {stopped} task{'s' if stopped != 1 else ''}."
+
+
+async def _model(args: str, ctx: _Context) -> str:
+    if not args:
+        current = ctx.session.model or ctx.conf.model
+        return f"Model: {current}" if current else "No model is set (AGENT_MODEL is empty)."
+    await store.set_session_model(session=ctx.session, model=validate_model_name(args))
+    return f"This session now uses {args}."
+
+
+_HANDLERS: dict[str, Callable[[str, _Context], Awaitable[str]]] = {
+    "/help": _help,
+    "/new": _new,
+    "/stop": _stop,
+    "/model": _model,
+}

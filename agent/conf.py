@@ -1,0 +1,62 @@
+"""A typed view of the AGENT_* settings. Code reads these, never the environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    model: str
+    api_base: str
+    api_key: str
+    workspace: Path
+    max_iterations: int
+    subagent_max_iterations: int
+    temperature: float
+    max_tokens: int
+    context_window: int
+    memory_window: int
+    restrict_to_workspace: bool
+    exec_timeout: int
+    web_allow_private: bool
+    heartbeat_interval: int
+    llm_timeout: float
+    llm_max_retries: int
+    llm_retry_budget: float
+    data_dir: Path
+
+
+def agent_settings() -> AgentSettings:
+    """Read at call time, so tests and `override_settings` see their own values."""
+    return AgentSettings(
+        model=settings.AGENT_MODEL,
+        api_base=settings.AGENT_API_BASE,
+        api_key=settings.AGENT_API_KEY,
+        workspace=Path(settings.AGENT_WORKSPACE).resolve(),
+        max_iterations=settings.AGENT_MAX_ITERATIONS,
+        subagent_max_iterations=settings.AGENT_SUBAGENT_MAX_ITERATIONS,
+        temperature=settings.AGENT_TEMPERATURE,
+        max_tokens=settings.AGENT_MAX_TOKENS,
+        context_window=settings.AGENT_CONTEXT_WINDOW,
+        memory_window=settings.AGENT_MEMORY_WINDOW,
+        restrict_to_workspace=settings.AGENT_RESTRICT_TO_WORKSPACE,
+        exec_timeout=settings.AGENT_EXEC_TIMEOUT,
+        web_allow_private=settings.AGENT_WEB_ALLOW_PRIVATE,
+        heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
+        llm_timeout=settings.AGENT_LLM_TIMEOUT,
+        llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
+        llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,
+        data_dir=Path(settings.DATA_DIR),
+    )
+
+
+MODEL_HELP = (
+    "No model is configured. Set AGENT_MODEL to a litellm model id, for example "
+    "AGENT_MODEL=openai/gpt-4o-mini (with OPENAI_API_KEY), or AGENT_MODEL=openai/<name> "
+    "with AGENT_API_BASE=http://127.0.0.1:8001/v1 for an OpenAI-compatible server; "
+    "in the environment or in .env."
+)

@@ -1,0 +1,45 @@
+"""Why a turn could not start, in words meant for the user, and the input rules behind them."""
+
+from __future__ import annotations
+
+import re
+
+from agent.conf import MODEL_HELP
+
+MAX_MESSAGE_CHARS = 100_000
+MODEL_NAME = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
+
+
+class TurnError(Exception):
+    """A turn that could not start. `field` names the input at fault, if one is."""
+
+    field: str | None = None
+
+
+class InvalidInput(TurnError):
+    def __init__(self, message: str, *, field: str = "content") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ModelNotConfigured(TurnError):
+    field = "model"
+
+    def __init__(self) -> None:
+        super().__init__(MODEL_HELP)
+
+
+def validate_content(content: object) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("the message is empty")
+    if len(content) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"the message is longer than {MAX_MESSAGE_CHARS} characters")
+    return content
+
+
+def validate_model_name(name: str) -> str:
+    if not MODEL_NAME.match(name):
+        raise InvalidInput(
+            "a model name uses only letters, digits and . _ : / - (at most 200)", field="model"
+        )
+    return name

@@ -1,0 +1,147 @@
+"""The event vocabulary: every frame a client can see, defined once.
+
+Each event is a small frozen dataclass whose `type` and fields match the WebSocket frames
+of the contract; `to_dict()` is the frame. Sinks are plain async callables taking an event,
+so a door can print, send or collect them as it likes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        frame: dict[str, Any] = {"type": self.type}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                frame[f.name] = value
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class History(Event):
+    type: ClassVar[str] = "history"
+    messages: list[dict[str, Any]]
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingStarted(Event):
+    type: ClassVar[str] = "thinking_started"
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart(Event):
+    type: ClassVar[str] = "stream_start"
+    msg_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamChunk(Event):
+    type: ClassVar[str] = "stream_chunk"
+    msg_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd(Event):
+    type: ClassVar[str] = "stream_end"
+    msg_id: str
+    # Set when a retry threw the streamed text away: it is not part of the saved reply.
+    discarded: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking(Event):
+    type: ClassVar[str] = "thinking"
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent(Event):
+    type: ClassVar[str] = "tool_call"
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult(Event):
+    type: ClassVar[str] = "tool_result"
+    id: str
+    name: str
+    result: str
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingFinished(Event):
+    type: ClassVar[str] = "thinking_finished"
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEvent(Event):
+    type: ClassVar[str] = "message"
+    role: str
+    content: str
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentSpawned(Event):
+    type: ClassVar[str] = "subagent_spawned"
+    id: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentCompleted(Event):
+    type: ClassVar[str] = "subagent_completed"
+    id: str
+    label: str
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CronExecuted(Event):
+    type: ClassVar[str] = "cron_executed"
+    job_id: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent(Event):
+    type: ClassVar[str] = "error"
+    message: str
+
+
+Emit = Callable[[Event], Awaitable[None]]
+
+
+async def discard(event: Event) -> None:
+    """A sink for callers that want the result only."""
+
+
+@dataclass
+class Collector:
+    """A sink that keeps every event; for the API's waiting tasks and for tests."""
+
+    events: list[Event] = field(default_factory=list)
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def frames(self) -> list[dict[str, Any]]:
+        return [event.to_dict() for event in self.events]
+
+    def of_type(self, type_: str) -> list[Event]:
+        return [event for event in self.events if event.type == type_]

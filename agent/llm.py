@@ -1,0 +1,446 @@
+"""The LLM adapter: the only module that imports litellm, and only when a call is made.
+
+It streams one chat completion with tool definitions, assembles the streamed tool-call
+deltas, retries transient failures with exponential backoff (honouring Retry-After), and
+turns every failure into an `LLMError` whose `kind` tells the loop what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+ErrorKind = Literal["context_overflow", "auth", "bad_request", "transient", "unknown"]
+TextCallback = Callable[[str], Awaitable[None]]
+RetryCallback = Callable[[int, float, "LLMError"], Awaitable[None]]
+
+_OVERFLOW_HINTS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "reduce the length",
+)
+# litellm stacks class names in front of the provider's words: "litellm.X: Y: OpenAIException - …".
+_ERROR_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)\s*[:-]\s*)+")
+_BACKOFF_BASE = 1.0
+_BACKOFF_CAP = 30.0
+_CONTEXT_WINDOW_TTL = 300.0
+DEFAULT_CONTEXT_WINDOW = 32768
+
+_litellm: ModuleType | None = None
+
+
+def _lib() -> ModuleType:
+    """Import litellm on first use: it takes seconds and most commands never call a model."""
+    global _litellm
+    if _litellm is None:
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.drop_params = True
+        _litellm = litellm
+    return _litellm
+
+
+class LLMError(Exception):
+    """A model call that failed for good. `kind` is what the caller can act on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return self.kind == "transient"
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    model: str
+    api_base: str = ""
+    api_key: str = ""
+    temperature: float = 0.1
+    max_tokens: int = 4096
+    context_window: int = 0
+    timeout: float = 120.0
+    max_retries: int = 4
+    retry_budget: float = 60.0
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+    def as_message_part(self, arguments: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "arguments": self.arguments if arguments is None else arguments,
+            },
+        }
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning_content: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+    cost: float | None = None
+
+
+class ToolCallAssembler:
+    """Joins streamed tool-call fragments into whole calls.
+
+    Fragments are matched by index, but providers differ: some omit the index, some send
+    every call at index 0 with a fresh id. A new id always starts a new call; a fragment
+    with neither a known index nor an id continues the last call.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[dict[str, Any]] = []
+        self._by_index: dict[int, dict[str, Any]] = {}
+        self._by_id: dict[str, dict[str, Any]] = {}
+
+    def add(self, fragment: Any) -> None:
+        index = _get(fragment, "index")
+        call_id = _get(fragment, "id") or ""
+        function = _get(fragment, "function")
+        name = _get(function, "name") or ""
+        arguments = _get(function, "arguments") or ""
+
+        call = self._by_id.get(call_id) if call_id else None
+        if call is None and index is not None:
+            known = self._by_index.get(index)
+            if known is not None and not (call_id and known["id"] and known["id"] != call_id):
+                call = known
+        if call is None and not call_id and index is None and self._calls:
+            call = self._calls[-1]
+        if call is None:
+            call = {"id": call_id, "name": "", "arguments": ""}
+            self._calls.append(call)
+        if index is not None:
+            self._by_index[index] = call
+        if call_id:
+            call["id"] = call_id
+            self._by_id[call_id] = call
+        if name and not call["name"].endswith(name):
+            call["name"] += name
+        call["arguments"] += arguments
+
+    def calls(self) -> list[ToolCall]:
+        result = []
+        for position, call in enumerate(self._calls):
+            if not call["name"]:
+                continue
+            call_id = call["id"] or f"call_{position}_{int(time.time() * 1000)}"
+            result.append(ToolCall(id=call_id, name=call["name"], arguments=call["arguments"]))
+        return result
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+class LLM:
+    """One configured model. Cheap to build; litellm keeps the HTTP connections."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+
+    async def stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_text: TextCallback | None = None,
+        on_reasoning: TextCallback | None = None,
+        on_retry: RetryCallback | None = None,
+    ) -> LLMResponse:
+        """Stream one completion, retrying transient failures within the retry budget."""
+        attempt = 0
+        waited = 0.0
+        while True:
+            try:
+                return await self._stream_once(messages, tools, on_text, on_reasoning)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every failure is classified; none escapes raw
+                error = exc if isinstance(exc, LLMError) else classify(exc)
+                if not error.transient or attempt >= self.config.max_retries:
+                    raise error from exc
+                delay = _backoff(attempt, error.retry_after)
+                if waited + delay > self.config.retry_budget:
+                    raise error from exc
+                attempt += 1
+                waited += delay
+                logger.warning("model call failed (%s), retry %d in %.1fs", error, attempt, delay)
+                if on_retry is not None:
+                    await on_retry(attempt, delay, error)
+                await asyncio.sleep(delay)
+
+    async def _stream_once(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_text: TextCallback | None,
+        on_reasoning: TextCallback | None,
+    ) -> LLMResponse:
+        litellm = _lib()
+        result = LLMResponse()
+        text: list[str] = []
+        reasoning: list[str] = []
+        assembler = ToolCallAssembler()
+        idle = self.config.timeout
+        loop = asyncio.get_running_loop()
+        try:
+            # One deadline that every received chunk pushes forward: a hung response
+            # fails after `timeout` seconds of silence, however long the whole answer runs.
+            async with asyncio.timeout(idle) as deadline:
+                stream = await litellm.acompletion(**self._request(messages, tools, stream=True))
+                async for chunk in stream:
+                    deadline.reschedule(loop.time() + idle)
+                    usage = _get(chunk, "usage")
+                    if usage:
+                        result.usage = _usage_dict(usage)
+                    choices = _get(chunk, "choices") or []
+                    if not choices:
+                        continue
+                    choice = choices[0]
+                    delta = _get(choice, "delta")
+                    if _get(choice, "finish_reason"):
+                        result.finish_reason = _get(choice, "finish_reason")
+                    if delta is None:
+                        continue
+                    piece = _get(delta, "reasoning_content")
+                    if piece:
+                        reasoning.append(piece)
+                        if on_reasoning is not None:
+                            await on_reasoning(piece)
+                    piece = _get(delta, "content")
+                    if piece:
+                        text.append(piece)
+                        if on_text is not None:
+                            await on_text(piece)
+                    for fragment in _get(delta, "tool_calls") or ():
+                        assembler.add(fragment)
+        except TimeoutError as exc:
+            raise LLMError(
+                f"the model sent nothing for {idle:g} seconds", kind="transient"
+            ) from exc
+        result.content = "".join(text)
+        result.reasoning_content = "".join(reasoning)
+        result.tool_calls = assembler.calls()
+        result.cost = self._cost(result.usage)
+        return result
+
+    async def complete(self, messages: list[dict[str, Any]]) -> str:
+        """A plain (non-streamed) answer, retried like `stream`; for summaries and titles."""
+        return (await self.stream(messages)).content
+
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool
+    ) -> dict[str, Any]:
+        cfg = self.config
+        request: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": messages,
+            "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens,
+            "timeout": cfg.timeout,
+            # Retries are ours, with backoff and a budget; the SDKs must not add their own.
+            "max_retries": 0,
+            "num_retries": 0,
+        }
+        if stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        if tools:
+            request["tools"] = tools
+            request["tool_choice"] = "auto"
+        if cfg.api_base:
+            request["api_base"] = cfg.api_base
+        if cfg.api_key:
+            request["api_key"] = cfg.api_key
+        return request
+
+    def _cost(self, usage: dict[str, int]) -> float | None:
+        if not usage:
+            return None
+        try:
+            prompt_cost, completion_cost = _lib().cost_per_token(
+                model=self.config.model,
+                prompt_tokens=usage.get("prompt_tokens", 0),
+                completion_tokens=usage.get("completion_tokens", 0),
+            )
+        except Exception:  # litellm raises for models it has no price for
+            return None
+        total = float(prompt_cost) + float(completion_cost)
+        return total if total > 0 else None
+
+    async def context_window(self) -> int:
+        """Tokens the model accepts: the configured override, litellm's table, or the server."""
+        cfg = self.config
+        if cfg.context_window > 0:
+            return cfg.context_window
+        key = (cfg.model, cfg.api_base)
+        cached = _context_windows.get(key)
+        if cached and cached[1] > time.monotonic():
+            return cached[0]
+        window = _known_context_window(cfg.model) or await _served_context_window(cfg)
+        window = window or DEFAULT_CONTEXT_WINDOW
+        _context_windows[key] = (window, time.monotonic() + _CONTEXT_WINDOW_TTL)
+        return window
+
+
+_context_windows: dict[tuple[str, str], tuple[int, float]] = {}
+
+
+def _known_context_window(model: str) -> int | None:
+    try:
+        info = _lib().get_model_info(model)
+    except Exception:  # unmapped models (local servers, new releases) are expected
+        return None
+    value = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(value) if value else None
+
+
+async def _served_context_window(cfg: LLMConfig) -> int | None:
+    """Ask an OpenAI-compatible server's /models (vLLM, LM Studio and others report it)."""
+    if not cfg.api_base:
+        return None
+    name = cfg.model.split("/", 1)[-1]
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    try:
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            response = await client.get(f"{cfg.api_base.rstrip('/')}/models", headers=headers)
+            response.raise_for_status()
+            entries = response.json().get("data", [])
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        logger.info("could not read the context window from %s: %s", cfg.api_base, exc)
+        return None
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") in (name, cfg.model):
+            for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+                if isinstance(entry.get(key), int) and entry[key] > 0:
+                    return int(entry[key])
+    return None
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    return {
+        key: int(_get(usage, key) or 0)
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return max(0.0, retry_after)
+    return min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for source in ("litellm_response_headers", "headers", "response"):
+        headers = getattr(exc, source, None)
+        if source == "response":
+            headers = getattr(headers, "headers", None)
+        if not headers:
+            continue
+        try:
+            if headers.get("retry-after-ms"):
+                return float(headers["retry-after-ms"]) / 1000
+            value = headers.get("retry-after")
+        except (AttributeError, TypeError, ValueError):
+            continue
+        if not value:
+            continue
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time()) if when else None
+    return None
+
+
+def classify(exc: BaseException) -> LLMError:
+    """Sort any failure of a model call into the kinds the loop knows how to handle."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    message = _short_message(exc)
+    lowered = message.lower()
+    name = type(exc).__name__
+    names = {cls.__name__ for cls in type(exc).__mro__}
+
+    def error(kind: ErrorKind) -> LLMError:
+        return LLMError(message, kind=kind, status=status, retry_after=_retry_after(exc))
+
+    if "ContextWindowExceededError" in names or (
+        status in (400, 413) and any(hint in lowered for hint in _OVERFLOW_HINTS)
+    ):
+        return error("context_overflow")
+    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
+        return error("auth")
+    if names & {"RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError"}:
+        return error("transient")
+    if isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError):
+        return error("transient")
+    if status is not None and (status == 408 or status == 409 or status == 429 or status >= 500):
+        return error("transient")
+    if status is not None and 400 <= status < 500:
+        return error("bad_request")
+    if names & {"BadRequestError", "NotFoundError", "UnprocessableEntityError"}:
+        return error("bad_request")
+    if name in {"MidStreamFallbackError", "ServiceUnavailableError", "InternalServerError"}:
+        return error("transient")
+    return error("unknown")
+
+
+def _short_message(exc: BaseException) -> str:
+    """The provider's words without litellm's prefixes and debug trailers."""
+    text = str(getattr(exc, "message", None) or exc) or type(exc).__name__
+    text = _ERROR_PREFIXES.sub("", text)
+    text = text.split("\nModel:", 1)[0].strip()
+    try:  # some providers put a JSON error body in the message
+        body = json.loads(text[text.index("{") :])
+        text = body.get("error", {}).get("message") or text
+    except (ValueError, AttributeError):
+        pass
+    return text[:500]

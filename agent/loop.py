@@ -1,0 +1,260 @@
+"""The loop: call the model, run the tools it asks for, feed the results back, repeat.
+
+Messages and a tool registry go in, events come out through `emit`, a `LoopResult` comes
+back. Each message the turn produces is handed to `on_message` as soon as it exists, so a
+turn that is stopped or crashes has already saved everything up to that point. Nothing
+here knows about Django, channels or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent import budget
+from agent.events import (
+    Emit,
+    StreamChunk,
+    StreamEnd,
+    StreamStart,
+    Thinking,
+    ToolCallEvent,
+    ToolResult,
+)
+from agent.llm import LLM, LLMError, LLMResponse, ToolCall
+
+if TYPE_CHECKING:
+    from agent.tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+OnMessage = Callable[[Message, dict[str, int] | None], Awaitable[None]]
+Status = Literal["succeeded", "failed"]
+
+CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
+EMPTY_REPLY = "(The model returned an empty reply.)"
+
+
+@dataclass
+class LoopResult:
+    text: str
+    status: Status
+    iterations: int
+    tools_used: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+
+
+async def _ignore(message: Message, usage: dict[str, int] | None) -> None:
+    return None
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        llm: LLM,
+        tools: ToolRegistry,
+        emit: Emit,
+        max_iterations: int,
+        on_message: OnMessage | None = None,
+    ) -> None:
+        self.llm = llm
+        self.tools = tools
+        self.emit = emit
+        self.max_iterations = max_iterations
+        self.on_message = on_message or _ignore
+
+    async def run(self, system: Message, history: list[Message], user: Message) -> LoopResult:
+        """Run one turn. `user` is the new message; `history` may be trimmed on overflow."""
+        turn: list[Message] = [user]
+        result = LoopResult(text="", status="succeeded", iterations=0)
+        compressed = False
+        while result.iterations < self.max_iterations:
+            result.iterations += 1
+            try:
+                response = await self._call_model([system, *history, *turn])
+            except LLMError as error:
+                if error.kind == "context_overflow" and not compressed and history:
+                    # The estimate was off for this model: halve the history and try again,
+                    # once, before giving up.
+                    logger.warning("context overflow; dropping the older half of the history")
+                    history = budget.drop_oldest_half(history)
+                    compressed = True
+                    result.iterations -= 1
+                    continue
+                return self._failed(result, error)
+            _add_usage(result, response)
+
+            if not response.tool_calls:
+                result.text = response.content or EMPTY_REPLY
+                await self._record(turn, _assistant(result.text, response), response.usage)
+                return result
+
+            sendable, parsed = _prepare_calls(response.tool_calls)
+            assistant = _assistant(response.content or None, response)
+            assistant["tool_calls"] = sendable
+            await self._record(turn, assistant, response.usage)
+            await self._run_tools(turn, response.tool_calls, parsed, result)
+
+        result.status = "failed"
+        result.error = f"reached the limit of {self.max_iterations} model calls in one turn"
+        result.error_kind = "max_iterations"
+        result.text = (
+            f"I stopped after {self.max_iterations} model calls without reaching an answer "
+            "(the AGENT_MAX_ITERATIONS limit). Ask me to continue, or split the task up."
+        )
+        await self._record(turn, {"role": "assistant", "content": result.text}, None)
+        return result
+
+    async def _call_model(self, messages: list[Message]) -> LLMResponse:
+        stream = _StreamEvents(self.emit)
+        try:
+            response = await self.llm.stream(
+                messages,
+                self.tools.definitions() or None,
+                on_text=stream.text,
+                on_reasoning=stream.reasoning,
+                on_retry=stream.retry,
+            )
+        except BaseException:
+            await stream.end(discarded=True)
+            raise
+        await stream.end()
+        return response
+
+    async def _run_tools(
+        self,
+        turn: list[Message],
+        calls: list[ToolCall],
+        parsed: list[dict[str, Any] | str],
+        result: LoopResult,
+    ) -> None:
+        done = 0
+        try:
+            for call, arguments in zip(calls, parsed, strict=True):
+                await self.emit(
+                    ToolCallEvent(
+                        id=call.id,
+                        name=call.name,
+                        arguments=arguments if isinstance(arguments, dict) else call.arguments,
+                    )
+                )
+                result.tools_used.append(call.name)
+                started = time.monotonic()
+                output = await self.tools.execute(call.name, arguments)
+                elapsed = int((time.monotonic() - started) * 1000)
+                await self.emit(
+                    ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed)
+                )
+                await self._record(turn, _tool_message(call, output), None)
+                done += 1
+        except asyncio.CancelledError:
+            # Every call needs an answer or the saved history is invalid for the provider.
+            for call in calls[done:]:
+                await self._record(turn, _tool_message(call, CANCELLED_RESULT), None)
+            raise
+
+    async def _record(
+        self, turn: list[Message], message: Message, usage: dict[str, int] | None
+    ) -> None:
+        turn.append(message)
+        await self.on_message(message, usage)
+
+    def _failed(self, result: LoopResult, error: LLMError) -> LoopResult:
+        logger.warning("model call failed for good (%s): %s", error.kind, error)
+        result.status = "failed"
+        result.error = str(error)
+        result.error_kind = error.kind
+        result.text = _explain(error)
+        return result
+
+
+class _StreamEvents:
+    """Turns one model call's streamed deltas into stream_start/chunk/end events."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.msg_id = ""
+
+    async def text(self, delta: str) -> None:
+        if not self.msg_id:
+            self.msg_id = uuid.uuid4().hex
+            await self.emit(StreamStart(msg_id=self.msg_id))
+        await self.emit(StreamChunk(msg_id=self.msg_id, content=delta))
+
+    async def reasoning(self, delta: str) -> None:
+        await self.emit(Thinking(content=delta))
+
+    async def retry(self, attempt: int, delay: float, error: LLMError) -> None:
+        await self.end(discarded=True)
+        await self.emit(
+            Thinking(content=f"The model call failed ({error}); retry {attempt} in {delay:.0f}s.")
+        )
+
+    async def end(self, *, discarded: bool = False) -> None:
+        if self.msg_id:
+            await self.emit(StreamEnd(msg_id=self.msg_id, discarded=True if discarded else None))
+            self.msg_id = ""
+
+
+def _prepare_calls(
+    calls: list[ToolCall],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | str]]:
+    """The calls as they go back to the provider, and the arguments each tool gets.
+
+    Arguments that are not a JSON object reach the registry as the raw text, which answers
+    the model with the parse error; the provider is sent `{}` for them, since most reject
+    a replayed call whose arguments do not parse.
+    """
+    sendable: list[dict[str, Any]] = []
+    parsed: list[dict[str, Any] | str] = []
+    for call in calls:
+        try:
+            value = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            parsed.append(value)
+            sendable.append(call.as_message_part())
+        else:
+            parsed.append(call.arguments)
+            sendable.append(call.as_message_part("{}"))
+    return sendable, parsed
+
+
+def _assistant(content: str | None, response: LLMResponse) -> Message:
+    message: Message = {"role": "assistant", "content": content}
+    if response.reasoning_content:
+        message["reasoning_content"] = response.reasoning_content
+    return message
+
+
+def _tool_message(call: ToolCall, output: str) -> Message:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
+
+
+def _add_usage(result: LoopResult, response: LLMResponse) -> None:
+    for key, value in response.usage.items():
+        result.usage[key] = result.usage.get(key, 0) + value
+    if response.cost is not None:
+        result.cost = (result.cost or 0.0) + response.cost
+
+
+def _explain(error: LLMError) -> str:
+    if error.kind == "auth":
+        return f"The model provider refused the credentials: {error}. Check AGENT_API_KEY."
+    if error.kind == "context_overflow":
+        return f"The conversation no longer fits the model's context window: {error}. Try /new."
+    if error.kind == "bad_request":
+        return f"The model provider rejected the request: {error}"
+    return f"The model could not be reached: {error}"

@@ -1,0 +1,101 @@
+"""`manage.py agent`: talk to the agent from a terminal, one message or interactively."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agent.cli import PlainPrinter, RichPrinter
+from agent.conf import agent_settings
+from agent.errors import TurnError
+from agent.service import run_turn
+
+EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
+CHANNEL = "cli"
+
+
+class Command(BaseCommand):
+    help = "Chat with the agent: one message with -m, or an interactive session without it."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("-m", "--message", help="send one message, print the reply, exit")
+        parser.add_argument("--session", default="cli:direct", help="session key (cli:direct)")
+        parser.add_argument("--model", default=None, help="litellm model id for this run")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # One runner for the whole command: litellm's HTTP clients stay bound to one loop,
+        # and Ctrl-C during a turn cancels that turn (recorded as cancelled), not the program.
+        with asyncio.Runner() as runner:
+            if options["message"] is not None:
+                self._one_shot(runner, options["message"], options["session"], options["model"])
+            else:
+                self._interactive(runner, options["session"], options["model"])
+
+    def _one_shot(
+        self, runner: asyncio.Runner, message: str, session: str, model: str | None
+    ) -> None:
+        printer = PlainPrinter(self.stdout._out, self.stderr._out)
+        try:
+            result = runner.run(
+                run_turn(session, message, channel=CHANNEL, emit=printer, model=model)
+            )
+        except TurnError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        except KeyboardInterrupt:
+            raise CommandError("stopped", returncode=130) from None
+        if not result.success:
+            raise CommandError(result.text, returncode=1)
+        if not printer.streamed:
+            self.stdout.write(result.text)
+
+    def _interactive(self, runner: asyncio.Runner, session: str, model: str | None) -> None:
+        from rich.console import Console
+
+        console = Console()
+        history = agent_settings().data_dir / "cli_history"
+        _load_history(history)
+        console.print(
+            f"[bold]agentsite[/] · session [cyan]{session}[/] · /help for commands, exit to leave"
+        )
+        while True:
+            try:
+                line = input("› ").strip()
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                break
+            if line.lower() in EXIT_WORDS:
+                break
+            if not line:
+                continue
+            _save_history(history)
+            printer = RichPrinter(console)
+            try:
+                runner.run(run_turn(session, line, channel=CHANNEL, emit=printer, model=model))
+            except TurnError as exc:
+                console.print(str(exc), style="red", markup=False, highlight=False)
+                continue
+            except KeyboardInterrupt:
+                console.print("[yellow]stopped[/]")
+                continue
+            finally:
+                printer.close()
+
+
+def _load_history(path: Path) -> None:
+    with contextlib.suppress(ImportError, OSError):
+        import readline
+
+        readline.read_history_file(path)
+
+
+def _save_history(path: Path) -> None:
+    with contextlib.suppress(ImportError, OSError):
+        import readline
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.set_history_length(1000)
+        readline.write_history_file(path)

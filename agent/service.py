@@ -1,0 +1,190 @@
+"""The turn service: the one call every door makes.
+
+`run_turn` validates the message, answers slash commands, serialises turns per session,
+loads and trims the history, builds the context, runs the loop, saves every message as it
+is produced, and records the run. Doors translate their protocol into this call and the
+events it emits back into their protocol; none of them holds agent logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from agent import budget, commands, context, store
+from agent.concurrency import session_lock, tracked
+from agent.conf import AgentSettings, agent_settings
+from agent.errors import ModelNotConfigured, validate_content, validate_model_name
+from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted, discard
+from agent.llm import LLM, LLMConfig
+from agent.loop import AgentLoop, LoopResult
+from agent.tools import build_registry
+from agent.tools.registry import ToolRegistry
+from sessions_app.models import Run, Session
+
+logger = logging.getLogger(__name__)
+
+STOPPED_TEXT = "Stopped."
+
+
+@dataclass
+class TurnResult:
+    session_key: str
+    text: str
+    status: str
+    run_id: str | None = None
+    iterations: int = 0
+    tools_used: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.status == Run.Status.SUCCEEDED
+
+
+async def run_turn(
+    session_key: str,
+    content: str,
+    *,
+    channel: str,
+    emit: Emit = discard,
+    model: str | None = None,
+    owner: AbstractBaseUser | None = None,
+) -> TurnResult:
+    """Run one turn of `session_key` with the user's `content`; events go to `emit`."""
+    validate_content(content)
+    if model:
+        validate_model_name(model)
+    conf = agent_settings()
+    session = await store.get_or_create_session(key=session_key, owner=owner)
+
+    command = commands.parse(content)
+    if command is not None:
+        text = await commands.dispatch(command, session=session, conf=conf)
+        await emit(MessageEvent(role="assistant", content=text))
+        return TurnResult(session_key=session_key, text=text, status=Run.Status.SUCCEEDED)
+
+    model_id = model or session.model or conf.model
+    if not model_id:
+        raise ModelNotConfigured()
+    async with session_lock(session_key, lock_dir=conf.data_dir / "locks"):
+        with tracked(session_key):
+            return await _run_locked(
+                session, content, channel=channel, emit=emit, model=model_id, conf=conf
+            )
+
+
+async def _run_locked(
+    session: Session, content: str, *, channel: str, emit: Emit, model: str, conf: AgentSettings
+) -> TurnResult:
+    raw_history = await store.recent_messages(session=session, limit=conf.memory_window)
+    run = await store.start_run(session=session, channel=channel, prompt=content, model=model)
+    run_id = str(run.id)
+    await emit(ThinkingStarted(run_id=run_id))
+
+    async def save(message: dict[str, Any], usage: dict[str, int] | None) -> None:
+        await store.add_message(session=session, run=run, message=message, usage=usage)
+
+    try:
+        await save({"role": "user", "content": content}, None)
+        tools = build_tools(conf)
+        llm = LLM(_llm_config(conf, model))
+        system = {
+            "role": "system",
+            "content": context.system_prompt(workspace=conf.workspace, tool_names=tools.names()),
+        }
+        user = context.user_message(content, now=timezone.localtime())
+        history = await _fit_history(raw_history, llm, conf, system, user, tools)
+        loop = AgentLoop(
+            llm=llm, tools=tools, emit=emit, max_iterations=conf.max_iterations, on_message=save
+        )
+        outcome = await loop.run(system, history, user)
+    except asyncio.CancelledError:
+        await asyncio.shield(
+            _close(run, emit, LoopResult(STOPPED_TEXT, "failed", 0), cancelled=True)
+        )
+        raise
+    except Exception as exc:  # a bug of ours must still end the run and reach the user as text
+        logger.exception("turn %s of %s crashed", run_id, session.key)
+        outcome = LoopResult(
+            text=f"Sorry, the turn failed: {type(exc).__name__}: {exc}",
+            status="failed",
+            iterations=0,
+            error=f"{type(exc).__name__}: {exc}",
+            error_kind="internal",
+        )
+    return await _close(run, emit, outcome)
+
+
+async def _close(
+    run: Run, emit: Emit, outcome: LoopResult, *, cancelled: bool = False
+) -> TurnResult:
+    status = Run.Status.CANCELLED if cancelled else outcome.status
+    await store.finish_run(
+        run=run,
+        status=status,
+        text=outcome.text,
+        error=outcome.error or ("stopped by the user" if cancelled else None),
+        iterations=outcome.iterations,
+        tools_used=outcome.tools_used,
+        usage=outcome.usage,
+        cost=outcome.cost,
+    )
+    run_id = str(run.id)
+    await emit(ThinkingFinished(run_id=run_id))
+    await emit(MessageEvent(role="assistant", content=outcome.text, run_id=run_id))
+    return TurnResult(
+        session_key=run.session.key,
+        text=outcome.text,
+        status=status,
+        run_id=run_id,
+        iterations=outcome.iterations,
+        tools_used=outcome.tools_used,
+        usage=outcome.usage,
+        error=outcome.error,
+        error_kind=outcome.error_kind,
+    )
+
+
+async def _fit_history(
+    raw: list[dict[str, Any]],
+    llm: LLM,
+    conf: AgentSettings,
+    system: dict[str, Any],
+    user: dict[str, Any],
+    tools: ToolRegistry,
+) -> list[dict[str, Any]]:
+    history = budget.repair(raw)
+    window = await llm.context_window()
+    fixed = budget.estimate_tokens([system, user]) + budget.estimate_tokens(tools.definitions())
+    return budget.trim_history(history, window - conf.max_tokens - fixed)
+
+
+def build_tools(conf: AgentSettings) -> ToolRegistry:
+    conf.workspace.mkdir(parents=True, exist_ok=True)
+    return build_registry(
+        workspace=conf.workspace,
+        restrict_to_workspace=conf.restrict_to_workspace,
+        exec_timeout=conf.exec_timeout,
+    )
+
+
+def _llm_config(conf: AgentSettings, model: str) -> LLMConfig:
+    return LLMConfig(
+        model=model,
+        api_base=conf.api_base,
+        api_key=conf.api_key,
+        temperature=conf.temperature,
+        max_tokens=conf.max_tokens,
+        context_window=conf.context_window,
+        timeout=conf.llm_timeout,
+        max_retries=conf.llm_max_retries,
+        retry_budget=conf.llm_retry_budget,
+    )

@@ -1,0 +1,19 @@
+"""The async side's door to the database: every read and write the turn makes.
+
+Django's ORM is synchronous; these wrappers are the one `sync_to_async` boundary, so the
+rest of the agent stays plain async code.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+
+from sessions_app import selectors, services
+
+get_or_create_session = sync_to_async(services.get_or_create_session)
+start_run = sync_to_async(services.start_run)
+add_message = sync_to_async(services.add_message)
+finish_run = sync_to_async(services.finish_run)
+set_session_model = sync_to_async(services.set_session_model)
+archive_messages = sync_to_async(services.archive_messages)
+recent_messages = sync_to_async(selectors.recent_messages)

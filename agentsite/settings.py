@@ -1,0 +1,164 @@
+"""Settings: the one place that reads the environment (and `.env` in the project root)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# litellm fetches its price list over the network at import unless told otherwise; the
+# adapter imports it lazily, but the flag must be in the process environment before then.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DATA_DIR = Path(env.str("AGENT_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
+
+DEBUG = env.bool("DJANGO_DEBUG", default=True)
+_INSECURE_KEY = "django-insecure-local-development-key-change-me"
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. A production start (DJANGO_DEBUG=false) needs one: "
+            "export DJANGO_SECRET_KEY=$(python -c "
+            "'import secrets; print(secrets.token_urlsafe(50))')"
+        )
+    SECRET_KEY = _INSECURE_KEY
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "sessions_app",
+    "cron_app",
+    "agent",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+WSGI_APPLICATION = "agentsite.wsgi.application"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_SQLITE_URL = f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
+DATABASES = {"default": env.db_url("DATABASE_URL", default=_SQLITE_URL)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # WAL lets the web process, the worker and the command line read while one writes;
+    # IMMEDIATE transactions take the write lock up front instead of failing on upgrade.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+
+LOGIN_URL = "admin:login"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a
+# typed view of them.
+AGENT_MODEL = env.str("AGENT_MODEL", default="")
+AGENT_API_BASE = env.str("AGENT_API_BASE", default="")
+AGENT_API_KEY = env.str("AGENT_API_KEY", default="")
+AGENT_WORKSPACE = Path(env.str("AGENT_WORKSPACE", default=str(BASE_DIR / "workspace")))
+AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
+AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)
+AGENT_TEMPERATURE = env.float("AGENT_TEMPERATURE", default=0.1)
+AGENT_MAX_TOKENS = env.int("AGENT_MAX_TOKENS", default=4096)
+AGENT_CONTEXT_WINDOW = env.int("AGENT_CONTEXT_WINDOW", default=0)
+AGENT_MEMORY_WINDOW = env.int("AGENT_MEMORY_WINDOW", default=50)
+AGENT_RESTRICT_TO_WORKSPACE = env.bool("AGENT_RESTRICT_TO_WORKSPACE", default=True)
+AGENT_EXEC_TIMEOUT = env.int("AGENT_EXEC_TIMEOUT", default=60)
+AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
+AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
+# Seconds without a streamed chunk before a model call counts as hung and is retried.
+AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)
+# Retries of a failed model call, and the most time all of their waits may add up to.
+AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=4)
+AGENT_LLM_RETRY_BUDGET = env.float("AGENT_LLM_RETRY_BUDGET", default=60.0)
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+    "loggers": {
+        "agent": {"level": LOG_LEVEL},
+        "sessions_app": {"level": LOG_LEVEL},
+        "cron_app": {"level": LOG_LEVEL},
+        # litellm logs every retry and fallback at INFO; its own failures reach us as errors.
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}

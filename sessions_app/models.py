@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Session(models.Model):
+    """A conversation, keyed `channel:chat_id` (`web:abc`, `api:42`, `cli:direct`)."""
+
+    key = models.CharField(max_length=255, unique=True)
+    channel = models.CharField(max_length=64, db_index=True)
+    chat_id = models.CharField(max_length=190)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_sessions",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(
+        max_length=200, blank=True, help_text="litellm model id; empty uses AGENT_MODEL."
+    )
+    # Id of the last message already summarised into memory; history past it is raw.
+    last_consolidated = models.BigIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated"]
+        indexes = [models.Index(fields=["owner", "-updated"])]
+
+    def __str__(self) -> str:
+        return self.title or self.key
+
+
+class Message(models.Model):
+    """One message of a session, stored in full; `id` gives the stable order."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    name = models.CharField(max_length=128, blank=True)
+    reasoning_content = models.TextField(blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    # Set by /new: the message stays on record but leaves the conversation.
+    archived = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["session", "archived", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {(self.content or '')[:60]}"
+
+    def as_llm_message(self) -> dict[str, Any]:
+        """The message as the model is sent it (OpenAI chat format)."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.role == self.Role.TOOL:
+            message["tool_call_id"] = self.tool_call_id
+            message["name"] = self.name
+        if self.reasoning_content:
+            message["reasoning_content"] = self.reasoning_content
+        return message
+
+
+class Run(models.Model):
+    """The record of one turn: what it cost, how long it took, how it ended."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    channel = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    prompt = models.TextField()
+    model = models.CharField(max_length=200, blank=True)
+    text = models.TextField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    iterations = models.PositiveIntegerField(default=0)
+    tools_used = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.session.key} {self.status} {self.created:%Y-%m-%d %H:%M}"
+
+    @property
+    def duration(self) -> float | None:
+        if self.started and self.finished:
+            return (self.finished - self.started).total_seconds()
+        return None
+
+    @property
+    def success(self) -> bool:
+        return self.status == self.Status.SUCCEEDED

@@ -1,0 +1,102 @@
+"""Writes to sessions, messages and run records. Keyword-only, each one transaction."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.models import Message, Run, Session
+
+TITLE_LENGTH = 60
+
+
+def split_key(key: str) -> tuple[str, str]:
+    channel, _, chat_id = key.partition(":")
+    return channel, chat_id or channel
+
+
+def get_or_create_session(*, key: str, owner: AbstractBaseUser | None = None) -> Session:
+    channel, chat_id = split_key(key)
+    session, _ = Session.objects.get_or_create(
+        key=key, defaults={"channel": channel, "chat_id": chat_id, "owner": owner}
+    )
+    return session
+
+
+@transaction.atomic
+def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+    if not session.title and prompt.strip():
+        session.title = " ".join(prompt.split())[:TITLE_LENGTH]
+        session.save(update_fields=["title", "updated"])
+    return Run.objects.create(
+        session=session,
+        channel=channel,
+        prompt=prompt,
+        model=model,
+        status=Run.Status.RUNNING,
+        started=timezone.now(),
+    )
+
+
+def add_message(
+    *,
+    session: Session,
+    message: dict[str, Any],
+    run: Run | None = None,
+    usage: dict[str, int] | None = None,
+) -> Message:
+    return Message.objects.create(
+        session=session,
+        run=run,
+        role=message["role"],
+        content=message.get("content"),
+        tool_calls=message.get("tool_calls") or None,
+        tool_call_id=message.get("tool_call_id") or "",
+        name=message.get("name") or "",
+        reasoning_content=message.get("reasoning_content") or "",
+        usage=usage or None,
+    )
+
+
+@transaction.atomic
+def finish_run(
+    *,
+    run: Run,
+    status: str,
+    text: str | None,
+    error: str | None = None,
+    iterations: int = 0,
+    tools_used: list[str] | None = None,
+    usage: dict[str, int] | None = None,
+    cost: float | None = None,
+) -> Run:
+    run.status = status
+    run.text = text
+    run.error = error
+    run.iterations = iterations
+    run.tools_used = tools_used or []
+    run.usage = usage or {}
+    run.cost = Decimal(str(round(cost, 6))) if cost is not None else None
+    run.finished = timezone.now()
+    run.save()
+    Session.objects.filter(pk=run.session_id).update(updated=run.finished)
+    return run
+
+
+def set_session_model(*, session: Session, model: str) -> Session:
+    session.model = model
+    session.save(update_fields=["model", "updated"])
+    return session
+
+
+@transaction.atomic
+def archive_messages(*, session: Session) -> int:
+    """Take every message out of the conversation, keeping it on record."""
+    count = session.messages.filter(archived=False).update(archived=True)
+    session.title = ""
+    session.save(update_fields=["title", "updated"])
+    return count

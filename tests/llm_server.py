@@ -1,0 +1,342 @@
+"""A scripted OpenAI-compatible chat server for tests and benchmarks.
+
+It listens on 127.0.0.1, speaks `/v1/chat/completions` (streaming SSE and plain JSON) and
+`/v1/models`, and answers each request with the next queued step: text, tool calls whose
+arguments arrive split over several chunks, or a fault (an HTTP error with Retry-After, a
+hang, a connection dropped mid-stream). With nothing queued it echoes the last user
+message, so it also serves as a local model for trying the product by hand:
+
+    python -m tests.llm_server --port 8001
+    AGENT_MODEL=openai/scripted AGENT_API_BASE=http://127.0.0.1:8001/v1 ./manage.py agent
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+MODEL_ID = "scripted"
+
+
+@dataclass
+class Step:
+    """One scripted answer. `kind` is text, tools, error, hang or drop."""
+
+    kind: str
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    chunks: int = 4
+    status: int = 200
+    retry_after: str | None = None
+    error_body: dict[str, Any] | None = None
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    usage: dict[str, int] | None = None
+
+
+def _split(text: str, parts: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // max(1, parts)))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class ScriptedLLM:
+    """The server. Queue steps with `reply`, `tool_call(s)`, `fault`, `hang`, `drop`."""
+
+    def __init__(self, *, context_window: int = 32768, port: int = 0) -> None:
+        self.context_window = context_window
+        self.requests: list[dict[str, Any]] = []
+        self._steps: deque[Step] = deque()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -------------------------------------------------------------------
+
+    def reply(self, text: str, *, chunks: int = 4, reasoning: str = "", **kw: Any) -> ScriptedLLM:
+        return self._push(Step("text", text=text, chunks=chunks, reasoning=reasoning, **kw))
+
+    def tool_call(
+        self, name: str, arguments: dict[str, Any] | str, *, text: str = "", **kw: Any
+    ) -> ScriptedLLM:
+        return self.tool_calls([(name, arguments)], text=text, **kw)
+
+    def tool_calls(
+        self, calls: list[tuple[str, dict[str, Any] | str]], *, text: str = "", **kw: Any
+    ) -> ScriptedLLM:
+        specs = [
+            {
+                "id": f"call_{next(self._ids)}",
+                "name": name,
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+            }
+            for name, args in calls
+        ]
+        return self._push(Step("tools", text=text, tool_calls=specs, **kw))
+
+    def fault(
+        self, status: int, *, retry_after: str | None = None, body: dict[str, Any] | None = None
+    ) -> ScriptedLLM:
+        return self._push(Step("error", status=status, retry_after=retry_after, error_body=body))
+
+    def hang(self, seconds: float = 30.0) -> ScriptedLLM:
+        return self._push(Step("hang", delay=seconds))
+
+    def drop(self, after_text: str = "") -> ScriptedLLM:
+        """Start streaming `after_text`, then close the connection without finishing."""
+        return self._push(Step("drop", text=after_text, chunks=2))
+
+    def _push(self, step: Step) -> ScriptedLLM:
+        with self._lock:
+            self._steps.append(step)
+        return self
+
+    @property
+    def pending(self) -> int:
+        return len(self._steps)
+
+    def _next_step(self, body: dict[str, Any]) -> Step:
+        with self._lock:
+            self.requests.append(body)
+            if self._steps:
+                return self._steps.popleft()
+        return Step("text", text=f"echo: {_last_user_text(body)}")
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ScriptedLLM:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        llm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                logger.debug(format, *args)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    data = {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": MODEL_ID,
+                                "object": "model",
+                                "owned_by": "tests",
+                                "max_model_len": llm.context_window,
+                            }
+                        ],
+                    }
+                    self._json(200, data)
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._json(400, {"error": {"message": "body is not JSON"}})
+                    return
+                step = llm._next_step(body)
+                if step.kind == "error":
+                    self._error(step)
+                elif step.kind == "hang":
+                    time.sleep(step.delay)
+                    self.close_connection = True
+                elif body.get("stream"):
+                    self._stream(step, body)
+                else:
+                    self._json(200, self._completion(step, body))
+
+            def _json(self, status: int, data: dict[str, Any]) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _error(self, step: Step) -> None:
+                body = step.error_body or {
+                    "error": {"message": f"scripted failure {step.status}", "type": "server_error"}
+                }
+                raw = json.dumps(body).encode()
+                self.send_response(step.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                if step.retry_after is not None:
+                    self.send_header("Retry-After", step.retry_after)
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _completion(self, step: Step, body: dict[str, Any]) -> dict[str, Any]:
+                message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+                if step.tool_calls:
+                    message["tool_calls"] = [
+                        {
+                            "id": tc["id"],
+                            "type": "function",
+                            "function": {"name": tc["name"], "arguments": tc["arguments"]},
+                        }
+                        for tc in step.tool_calls
+                    ]
+                return {
+                    "id": f"chatcmpl-{next(llm._ids)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", MODEL_ID),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "finish_reason": "tool_calls" if step.tool_calls else "stop",
+                        }
+                    ],
+                    "usage": _usage(step, body),
+                }
+
+            def _stream(self, step: Step, body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                base = {
+                    "id": f"chatcmpl-{next(llm._ids)}",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model", MODEL_ID),
+                }
+
+                def send(delta: dict[str, Any], finish: str | None = None) -> None:
+                    chunk = {
+                        **base,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+                    self._chunk(f"data: {json.dumps(chunk)}\n\n")
+                    if step.chunk_delay:
+                        time.sleep(step.chunk_delay)
+
+                send({"role": "assistant", "content": ""})
+                for piece in _split(step.reasoning, step.chunks):
+                    send({"reasoning_content": piece})
+                for piece in _split(step.text, step.chunks):
+                    send({"content": piece})
+                if step.kind == "drop":
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                for index, tc in enumerate(step.tool_calls):
+                    parts = _split(tc["arguments"], 3) or [""]
+                    first = {
+                        "index": index,
+                        "id": tc["id"],
+                        "type": "function",
+                        "function": {"name": tc["name"], "arguments": parts[0]},
+                    }
+                    send({"tool_calls": [first]})
+                    for part in parts[1:]:
+                        send({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+                send({}, "tool_calls" if step.tool_calls else "stop")
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage_chunk = {**base, "choices": [], "usage": _usage(step, body)}
+                    self._chunk(f"data: {json.dumps(usage_chunk)}\n\n")
+                self._chunk("data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _chunk(self, text: str) -> None:
+                raw = text.encode()
+                self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+                self.wfile.flush()
+
+        return Handler
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def _usage(step: Step, body: dict[str, Any]) -> dict[str, int]:
+    if step.usage:
+        return step.usage
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    completion = max(1, (len(step.text) + sum(len(t["arguments"]) for t in step.tool_calls)) // 4)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument(
+        "--script",
+        help="JSON file: a list of steps such as "
+        '{"reply": "text"} or {"tool_call": "write_file", "arguments": {...}}',
+    )
+    args = parser.parse_args()
+    llm = ScriptedLLM(port=args.port)
+    if args.script:
+        with open(args.script, encoding="utf-8") as fh:
+            for item in json.load(fh):
+                if "tool_call" in item:
+                    llm.tool_call(item["tool_call"], item.get("arguments", {}))
+                else:
+                    llm.reply(item["reply"])
+    logging.basicConfig(level=logging.INFO)
+    logger.info("scripted model listening on %s (model id %r)", llm.base_url, MODEL_ID)
+    with contextlib.suppress(KeyboardInterrupt):
+        llm._server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
