@@ -28,6 +28,7 @@ class AgentSettings:
     llm_max_retries: int
     llm_retry_budget: float
     data_dir: Path
+    exec_env: dict[str, str]
 
 
 def agent_settings() -> AgentSettings:
@@ -51,6 +52,7 @@ def agent_settings() -> AgentSettings:
         llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
         llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,
         data_dir=Path(settings.DATA_DIR),
+        exec_env=dict(settings.AGENT_EXEC_ENV),
     )
 
 

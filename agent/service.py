@@ -173,6 +173,7 @@ def build_tools(conf: AgentSettings) -> ToolRegistry:
         workspace=conf.workspace,
         restrict_to_workspace=conf.restrict_to_workspace,
         exec_timeout=conf.exec_timeout,
+        exec_env=conf.exec_env,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import environ
@@ -139,6 +140,12 @@ AGENT_MEMORY_WINDOW = env.int("AGENT_MEMORY_WINDOW", default=50)
 AGENT_RESTRICT_TO_WORKSPACE = env.bool("AGENT_RESTRICT_TO_WORKSPACE", default=True)
 AGENT_EXEC_TIMEOUT = env.int("AGENT_EXEC_TIMEOUT", default=60)
 AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
+# Commands run by `exec` inherit the server's environment without its secrets, so that
+# `env` or `printenv` cannot read the model's API key or the database password.
+_SECRET_NAME = re.compile(
+    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|REDIS_URL", re.IGNORECASE
+)
+AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
 AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
 # Seconds without a streamed chunk before a model call counts as hung and is retried.
 AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)

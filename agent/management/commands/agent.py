@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--model", default=None, help="litellm model id for this run")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["verbosity"] < 2:
+            # The terminal shows retries and failures itself; log lines would repeat them.
+            logging.getLogger("agent").setLevel(logging.ERROR)
         # One runner for the whole command: litellm's HTTP clients stay bound to one loop,
         # and Ctrl-C during a turn cancels that turn (recorded as cancelled), not the program.
         with asyncio.Runner() as runner:

@@ -1,0 +1,68 @@
+"""Tools the agent can call, the registry that runs them, and the guards they share."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent.tools.base import Tool, ToolError
+from agent.tools.files import (
+    AppendFileTool,
+    EditFileTool,
+    GlobTool,
+    ListDirTool,
+    ReadFileTool,
+    WriteFileTool,
+)
+from agent.tools.guards import GuardError, Workspace, cap_output, check_command
+from agent.tools.registry import ToolRegistry
+from agent.tools.shell import ExecTool
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AppendFileTool",
+    "EditFileTool",
+    "ExecTool",
+    "GlobTool",
+    "GuardError",
+    "ListDirTool",
+    "ReadFileTool",
+    "Tool",
+    "ToolError",
+    "ToolRegistry",
+    "Workspace",
+    "WriteFileTool",
+    "build_registry",
+    "cap_output",
+    "check_command",
+]
+
+
+def build_registry(
+    *,
+    workspace: Path,
+    restrict_to_workspace: bool = True,
+    exec_timeout: int = 60,
+    exec_env: Mapping[str, str] | None = None,
+) -> ToolRegistry:
+    """A registry with the file tools and ``exec``, all fenced to ``workspace``.
+
+    ``exec_env`` is the environment for shell commands; None inherits the server's, so
+    pass a scrubbed mapping when the server's environment holds secrets.
+    """
+    ws = Workspace(workspace, restrict=restrict_to_workspace)
+    ws.root.mkdir(parents=True, exist_ok=True)
+    registry = ToolRegistry()
+    for tool in (
+        ReadFileTool(ws),
+        WriteFileTool(ws),
+        EditFileTool(ws),
+        AppendFileTool(ws),
+        ListDirTool(ws),
+        GlobTool(ws),
+        ExecTool(ws, timeout=exec_timeout, env=exec_env),
+    ):
+        registry.register(tool)
+    return registry

@@ -1,0 +1,135 @@
+"""The tool registry: looks tools up, validates arguments, and never raises into the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+
+from agent.tools.base import Tool, ToolError
+
+logger = logging.getLogger(__name__)
+
+
+class ToolRegistry:
+    """Holds the tools of one agent and runs them by name.
+
+    ``execute`` always returns text: every failure comes back as a string starting with
+    ``"Error"`` so the model can read it and try again. Only ``asyncio.CancelledError``
+    propagates, because a stopped turn must really stop.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+        self._definitions: list[dict[str, Any]] | None = None
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``, replacing any tool of the same name."""
+        if not tool.name:
+            raise ValueError(f"tool {tool!r} has no name")
+        if tool.name in self._tools:
+            logger.warning("replacing tool %r", tool.name)
+        self._tools[tool.name] = tool
+        self._validators.pop(tool.name, None)
+        self._definitions = None
+
+    def unregister(self, name: str) -> None:
+        """Remove the tool called ``name``; unknown names are ignored."""
+        self._tools.pop(name, None)
+        self._validators.pop(name, None)
+        self._definitions = None
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def has(self, name: str) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """OpenAI function-tool dicts for every registered tool, in registration order."""
+        if self._definitions is None:
+            self._definitions = [tool.definition() for tool in self._tools.values()]
+        # A fresh list so callers can't mutate the cache's ordering.
+        return list(self._definitions)
+
+    def _validator(self, tool: Tool) -> Draft202012Validator:
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            Draft202012Validator.check_schema(tool.parameters)
+            validator = Draft202012Validator(tool.parameters)
+            self._validators[tool.name] = validator
+        return validator
+
+    async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str:
+        """Run tool ``name`` with ``arguments`` (a dict or a JSON object string)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            available = ", ".join(sorted(self._tools)) or "(none)"
+            return f"Error: unknown tool '{name}'. Available tools: {available}"
+
+        args, problem = _parse_arguments(arguments)
+        if problem is not None:
+            return f"Error: arguments for '{name}' are not valid JSON: {problem}"
+
+        try:
+            validator = self._validator(tool)
+        except SchemaError as exc:
+            logger.error("tool %r has an invalid parameters schema: %s", name, exc.message)
+            return f"Error: tool '{name}' has an invalid parameters schema: {exc.message}"
+
+        error = best_match(validator.iter_errors(args))
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "<root>"
+            return f"Error: invalid arguments for '{name}': {where}: {error.message}"
+
+        try:
+            result = await tool.execute(**args)
+        except asyncio.CancelledError:
+            raise
+        except ToolError as exc:
+            return _error_text(str(exc))
+        except Exception as exc:
+            logger.exception("tool %r failed", name)
+            return f"Error: {name} failed: {type(exc).__name__}: {exc}"
+
+        if not isinstance(result, str):
+            result = "" if result is None else str(result)
+        return result
+
+
+def _parse_arguments(arguments: dict[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
+    """Return ``(args, None)`` or ``({}, reason)`` when arguments aren't a JSON object."""
+    if arguments is None:
+        return {}, None
+    if isinstance(arguments, dict):
+        return arguments, None
+    if isinstance(arguments, str):
+        # Models often send "" for a tool without parameters.
+        if not arguments.strip():
+            return {}, None
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return {}, str(exc)
+        if not isinstance(parsed, dict):
+            return {}, f"expected a JSON object, got {type(parsed).__name__}"
+        return parsed, None
+    return {}, f"expected a JSON object, got {type(arguments).__name__}"
+
+
+def _error_text(message: str) -> str:
+    return message if message.startswith("Error") else f"Error: {message}"

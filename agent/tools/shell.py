@@ -1,0 +1,182 @@
+"""The ``exec`` tool: run a shell command in the workspace with a deny policy, a timeout
+that kills the whole process group, and capped output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.tools.base import Tool, ToolError
+from agent.tools.guards import Workspace, cap_output, check_command, cut_note
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT_LIMIT = 20_000  # characters kept: half from the start, half from the end
+_READ_CHUNK = 65536
+# After SIGKILL the pipes close at once; this only bounds the wait for the event loop.
+_REAP_TIMEOUT = 5.0
+
+
+class _HeadTail:
+    """Keeps the first and last ``keep`` bytes of a stream so memory stays bounded."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.keep:
+                del self.tail[: len(self.tail) - self.keep]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        if dropped > 0:
+            return head + cut_note(dropped, "bytes") + tail
+        return head + tail
+
+
+async def _pump(stream: asyncio.StreamReader | None, sink: _HeadTail) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(_READ_CHUNK):
+        sink.feed(chunk)
+
+
+def _kill_group(pid: int) -> None:
+    # start_new_session=True made the shell a session and group leader, so its pid is the
+    # group id and the group outlives the shell as long as any child is alive.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class ExecTool(Tool):
+    name = "exec"
+    description = (
+        "Run a shell command in the workspace and return its stdout, stderr and exit code. "
+        "stdin is empty; the command is killed (with all its child processes) on timeout. "
+        "Long output is cut in the middle."
+    )
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        timeout: int = 60,
+        max_timeout: int | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.timeout = timeout
+        self.max_timeout = max_timeout if max_timeout is not None else timeout
+        self.output_limit = output_limit
+        # None inherits the server's environment; callers that hold secrets there should
+        # pass a scrubbed mapping.
+        self.env = dict(env) if env is not None else None
+        self.parameters = {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The shell command to run."},
+                "working_dir": {
+                    "type": "string",
+                    "description": "Directory to run in, relative to the workspace "
+                    "(default: the workspace root).",
+                },
+                "timeout": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": f"Seconds before the command is killed (default "
+                    f"{self.timeout}, at most {self.max_timeout}).",
+                },
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        }
+
+    async def execute(self, **kwargs: Any) -> str:
+        command: str = kwargs["command"]
+        if not command.strip():
+            raise ToolError("command must not be empty")
+        reason = check_command(command)
+        if reason:
+            logger.warning("exec refused %r: %s", command, reason)
+            return f"Error: command refused by the safety policy: {reason}"
+        cwd = self._working_dir(kwargs.get("working_dir"))
+        requested = kwargs.get("timeout") or self.timeout
+        timeout = max(1, min(int(requested), self.max_timeout))
+        return await self._run(command, cwd, timeout)
+
+    def _working_dir(self, working_dir: str | None) -> Path:
+        if not working_dir:
+            # A fresh workspace may not exist yet; the model expects to start in it.
+            self.workspace.root.mkdir(parents=True, exist_ok=True)
+            return self.workspace.root
+        cwd = self.workspace.resolve(working_dir)
+        if not cwd.is_dir():
+            raise ToolError(f"working directory not found: {working_dir}")
+        return cwd
+
+    async def _run(self, command: str, cwd: Path, seconds: int) -> str:
+        keep = max(self.output_limit // 2, 1)
+        stdout, stderr = _HeadTail(keep), _HeadTail(keep)
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=self.env,
+            start_new_session=True,
+        )
+
+        async def communicate() -> int:
+            await asyncio.gather(_pump(proc.stdout, stdout), _pump(proc.stderr, stderr))
+            return await proc.wait()
+
+        try:
+            code = await asyncio.wait_for(communicate(), seconds)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), _REAP_TIMEOUT)
+            output = self._format(stdout, stderr, None)
+            head = f"Error: command timed out after {seconds} seconds (killed)"
+            return f"{head}\n{output}" if output else head
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            raise
+        finally:
+            # An unexpected error above must not leave a running process group behind.
+            if proc.returncode is None:
+                _kill_group(proc.pid)
+        return self._format(stdout, stderr, code)
+
+    def _format(self, stdout: _HeadTail, stderr: _HeadTail, code: int | None) -> str:
+        parts: list[str] = []
+        out, err = stdout.text(), stderr.text()
+        if out:
+            parts.append(out.rstrip("\n"))
+        if err:
+            parts.append("STDERR:\n" + err.rstrip("\n"))
+        if code is not None:
+            if not parts:
+                parts.append("(no output)")
+            parts.append(f"Exit code: {code}")
+        return cap_output("\n".join(parts), self.output_limit + 200)

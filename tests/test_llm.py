@@ -1,0 +1,237 @@
+"""The LLM adapter against the scripted server, over real HTTP through litellm."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from agent.llm import LLM, LLMConfig, LLMError, ToolCallAssembler, classify
+from tests.llm_server import ScriptedLLM
+
+
+def make_llm(server: ScriptedLLM, **overrides: object) -> LLM:
+    options: dict[str, object] = {
+        "model": "openai/scripted",
+        "api_base": server.base_url,
+        "api_key": "test-key",
+        "timeout": 5.0,
+        "max_retries": 3,
+        "retry_budget": 10.0,
+    }
+    options.update(overrides)
+    return LLM(LLMConfig(**options))  # type: ignore[arg-type]
+
+
+async def test_streams_text_and_collects_usage(llm: ScriptedLLM) -> None:
+    llm.reply("Hello there, streaming world", chunks=5, reasoning="let me think")
+    pieces: list[str] = []
+    thoughts: list[str] = []
+
+    async def on_text(piece: str) -> None:
+        pieces.append(piece)
+
+    async def on_reasoning(piece: str) -> None:
+        thoughts.append(piece)
+
+    response = await make_llm(llm).stream(
+        [{"role": "user", "content": "hi"}], on_text=on_text, on_reasoning=on_reasoning
+    )
+
+    assert response.content == "Hello there, streaming world"
+    assert len(pieces) >= 5
+    assert "".join(pieces) == response.content
+    assert "".join(thoughts) == response.reasoning_content == "let me think"
+    assert response.usage["total_tokens"] == (
+        response.usage["prompt_tokens"] + response.usage["completion_tokens"]
+    )
+    assert response.usage["total_tokens"] > 0
+    assert llm.requests[0]["stream"] is True
+    assert llm.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_assembles_tool_calls_split_over_chunks(llm: ScriptedLLM) -> None:
+    llm.tool_calls(
+        [
+            ("write_file", {"path": "notes/a.txt", "content": "x" * 50}),
+            ("read_file", {"path": "notes/a.txt", "offset": 2}),
+        ],
+        text="Writing it now.",
+    )
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+        for n in ("write_file", "read_file")
+    ]
+    response = await make_llm(llm).stream([{"role": "user", "content": "go"}], tools)
+
+    assert response.content == "Writing it now."
+    assert [call.name for call in response.tool_calls] == ["write_file", "read_file"]
+    assert (
+        response.tool_calls[0].arguments == '{"path": "notes/a.txt", "content": "' + "x" * 50 + '"}'
+    )
+    assert response.tool_calls[1].arguments == '{"path": "notes/a.txt", "offset": 2}'
+    assert all(call.id.startswith("call_") for call in response.tool_calls)
+    assert llm.requests[0]["tools"] == tools
+
+
+def fragment(index: int | None, call_id: str | None, name: str | None, args: str) -> object:
+    return SimpleNamespace(
+        index=index, id=call_id, function=SimpleNamespace(name=name, arguments=args)
+    )
+
+
+def test_assembler_tolerates_missing_index() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add(fragment(None, "a", "read_file", '{"pa'))
+    assembler.add(fragment(None, None, None, 'th": "x"}'))
+    assembler.add(fragment(None, "b", "list_dir", "{}"))
+    calls = assembler.calls()
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "read_file", '{"path": "x"}'),
+        ("b", "list_dir", "{}"),
+    ]
+
+
+def test_assembler_tolerates_repeated_index_with_new_ids() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add(fragment(0, "a", "read_file", '{"path": "1"}'))
+    assembler.add(fragment(0, "b", "read_file", '{"path": "2"}'))
+    assembler.add(fragment(0, None, None, ""))
+    calls = assembler.calls()
+    assert [(c.id, c.arguments) for c in calls] == [("a", '{"path": "1"}'), ("b", '{"path": "2"}')]
+
+
+def test_assembler_gives_ids_to_calls_without_one() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add({"index": 0, "function": {"name": "glob", "arguments": '{"pattern": "*"}'}})
+    (call,) = assembler.calls()
+    assert call.id and call.name == "glob"
+
+
+async def test_retries_server_errors_then_succeeds(llm: ScriptedLLM) -> None:
+    llm.fault(500).fault(503).reply("recovered")
+    retries: list[tuple[int, str]] = []
+
+    async def on_retry(attempt: int, delay: float, error: LLMError) -> None:
+        retries.append((attempt, error.kind))
+
+    response = await make_llm(llm).stream([{"role": "user", "content": "x"}], on_retry=on_retry)
+    assert response.content == "recovered"
+    assert retries == [(1, "transient"), (2, "transient")]
+    assert len(llm.requests) == 3
+
+
+async def test_honours_retry_after_on_429(llm: ScriptedLLM) -> None:
+    llm.fault(429, retry_after="1.2").reply("ok")
+    delays: list[float] = []
+
+    async def on_retry(attempt: int, delay: float, error: LLMError) -> None:
+        delays.append(delay)
+
+    started = time.monotonic()
+    response = await make_llm(llm).stream([{"role": "user", "content": "x"}], on_retry=on_retry)
+    assert response.content == "ok"
+    assert delays == [1.2]
+    assert time.monotonic() - started >= 1.2
+
+
+async def test_gives_up_after_max_retries(llm: ScriptedLLM) -> None:
+    for _ in range(3):
+        llm.fault(502)
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm, max_retries=2).stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "transient"
+    assert caught.value.status == 502
+    assert len(llm.requests) == 3
+
+
+async def test_retry_budget_bounds_the_total_wait(llm: ScriptedLLM) -> None:
+    llm.fault(429, retry_after="30").reply("never reached")
+    started = time.monotonic()
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm, retry_budget=5.0).stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "transient"
+    assert time.monotonic() - started < 3
+    assert len(llm.requests) == 1
+
+
+async def test_hanging_response_times_out_and_is_retried(llm: ScriptedLLM) -> None:
+    llm.hang(5).reply("after the hang")
+    started = time.monotonic()
+    response = await make_llm(llm, timeout=0.5).stream([{"role": "user", "content": "x"}])
+    assert response.content == "after the hang"
+    assert time.monotonic() - started < 4.5
+
+
+async def test_dropped_connection_is_retried_and_reported(llm: ScriptedLLM) -> None:
+    llm.drop("partial answ").reply("full answer")
+    seen: list[str] = []
+    retried: list[int] = []
+
+    async def on_text(piece: str) -> None:
+        seen.append(piece)
+
+    async def on_retry(attempt: int, delay: float, error: LLMError) -> None:
+        retried.append(attempt)
+        seen.clear()
+
+    response = await make_llm(llm).stream(
+        [{"role": "user", "content": "x"}], on_text=on_text, on_retry=on_retry
+    )
+    assert retried == [1]
+    assert response.content == "full answer"
+    assert "".join(seen) == "full answer"
+
+
+async def test_authentication_failure_is_not_retried(llm: ScriptedLLM) -> None:
+    llm.fault(401, body={"error": {"message": "Incorrect API key provided"}})
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm).stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "auth"
+    assert "Incorrect API key" in str(caught.value)
+    assert "litellm" not in str(caught.value)
+    assert len(llm.requests) == 1
+
+
+async def test_context_overflow_is_classified(llm: ScriptedLLM) -> None:
+    llm.fault(
+        400,
+        body={
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "code": "context_length_exceeded",
+            }
+        },
+    )
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm).stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "context_overflow"
+    assert len(llm.requests) == 1
+
+
+async def test_bad_request_is_classified(llm: ScriptedLLM) -> None:
+    llm.fault(400, body={"error": {"message": "Invalid value for 'temperature'"}})
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm).stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "bad_request"
+
+
+def test_classify_plain_exceptions() -> None:
+    assert classify(TimeoutError()).kind == "transient"
+    assert classify(ConnectionResetError()).kind == "transient"
+    assert classify(ValueError("odd")).kind == "unknown"
+
+
+async def test_context_window_is_discovered_from_the_server(llm: ScriptedLLM) -> None:
+    llm.context_window = 12345
+    assert await make_llm(llm, model="openai/scripted").context_window() == 12345
+
+
+async def test_context_window_override_wins(llm: ScriptedLLM) -> None:
+    assert await make_llm(llm, context_window=4096).context_window() == 4096
+
+
+async def test_context_window_of_a_known_model_comes_from_litellm(llm: ScriptedLLM) -> None:
+    window = await make_llm(llm, model="openai/gpt-4o-mini", api_base="").context_window()
+    assert window >= 100_000

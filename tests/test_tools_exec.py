@@ -1,0 +1,200 @@
+"""The exec tool: output, exit codes, timeouts and cancellation killing the whole group."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.tools import ToolRegistry, Workspace, build_registry
+from agent.tools.shell import ExecTool
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def tools(ws: Path) -> ToolRegistry:
+    return build_registry(workspace=ws, exec_timeout=1)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # The sandbox's init may not reap orphans, so a killed zombie counts as gone too.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+async def _wait_gone(pid: int, within: float = 3.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return _gone(pid)
+
+
+def _pid_in(path: Path) -> int | None:
+    text = path.read_text().strip() if path.exists() else ""
+    return int(text) if text else None
+
+
+async def _read_pid(path: Path, within: float = 3.0) -> int:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        pid = _pid_in(path)
+        if pid is not None:
+            return pid
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+async def test_stdout_stderr_and_exit_code(tools: ToolRegistry) -> None:
+    result = await tools.execute("exec", {"command": "echo out; echo err >&2; exit 3"})
+    assert result == "out\nSTDERR:\nerr\nExit code: 3"
+
+
+async def test_no_output(tools: ToolRegistry) -> None:
+    assert await tools.execute("exec", {"command": "true"}) == "(no output)\nExit code: 0"
+
+
+async def test_runs_in_the_workspace_and_stdin_is_empty(tools: ToolRegistry, ws: Path) -> None:
+    real_ws = str(Workspace(ws).root)
+    result = await tools.execute("exec", {"command": "pwd; cat; echo done"})
+    assert result.splitlines()[0] == real_ws
+    assert "done" in result
+    assert result.endswith("Exit code: 0")
+
+
+async def test_working_dir(tools: ToolRegistry, ws: Path) -> None:
+    result = await tools.execute("exec", {"command": "pwd", "working_dir": "sub"})
+    assert result.splitlines()[0] == str((ws / "sub").resolve())
+    missing = await tools.execute("exec", {"command": "pwd", "working_dir": "nope"})
+    assert missing == "Error: working directory not found: nope"
+
+
+async def test_working_dir_is_fenced(tools: ToolRegistry, ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "out").symlink_to(outside, target_is_directory=True)
+    for working_dir in ("..", "../outside", str(outside), "out", "/"):
+        result = await tools.execute("exec", {"command": "pwd", "working_dir": working_dir})
+        assert result.startswith("Error"), working_dir
+        assert "outside the workspace" in result
+
+
+async def test_working_dir_unfenced(ws: Path, tmp_path: Path) -> None:
+    tools = build_registry(workspace=ws, restrict_to_workspace=False, exec_timeout=1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "out").symlink_to(outside, target_is_directory=True)
+    for working_dir in ("../outside", str(outside), "out"):
+        result = await tools.execute("exec", {"command": "pwd", "working_dir": working_dir})
+        assert result.splitlines()[0] == str(outside.resolve())
+
+
+async def test_timeout_kills_the_whole_group(tools: ToolRegistry, ws: Path) -> None:
+    started = time.monotonic()
+    result = await tools.execute(
+        "exec",
+        {"command": "echo before; sleep 30 & echo $! > child.pid; wait", "timeout": 1},
+    )
+    assert time.monotonic() - started < 5
+    assert result.startswith("Error: command timed out after 1 seconds (killed)")
+    assert "before" in result
+    child = int((ws / "child.pid").read_text())
+    assert await _wait_gone(child), "the background sleeper survived the timeout"
+
+
+async def test_timeout_with_two_sleepers(tools: ToolRegistry, ws: Path) -> None:
+    result = await tools.execute(
+        "exec", {"command": "sleep 30 & echo $! > a.pid; sleep 31 & echo $! > b.pid; wait"}
+    )
+    assert result.startswith("Error: command timed out")
+    for name in ("a.pid", "b.pid"):
+        assert await _wait_gone(int((ws / name).read_text()))
+
+
+async def test_timeout_is_clamped_to_the_configured_maximum(ws: Path) -> None:
+    tool = ExecTool(Workspace(ws), timeout=1)
+    started = time.monotonic()
+    result = await tool.execute(command="sleep 30", timeout=1000)
+    assert result.startswith("Error: command timed out after 1 seconds")
+    assert time.monotonic() - started < 5
+
+
+async def test_cancellation_kills_the_group(tools: ToolRegistry, ws: Path) -> None:
+    task = asyncio.create_task(
+        tools.execute(
+            "exec", {"command": "sleep 30 & echo $! > child.pid; echo $$ > shell.pid; wait"}
+        )
+    )
+    child = await _read_pid(ws / "child.pid")
+    shell = await _read_pid(ws / "shell.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _wait_gone(child)
+    assert await _wait_gone(shell)
+
+
+async def test_output_is_capped_in_the_middle(ws: Path) -> None:
+    tool = ExecTool(Workspace(ws), timeout=5, output_limit=1000)
+    result = await tool.execute(
+        command="echo START; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END"
+    )
+    assert result.startswith("START")
+    assert result.endswith("END\nExit code: 0")
+    assert "cut from the middle" in result
+    assert len(result) < 2000
+
+
+async def test_stderr_is_capped_too(ws: Path) -> None:
+    tool = ExecTool(Workspace(ws), timeout=5, output_limit=1000)
+    result = await tool.execute(command="head -c 100000 /dev/zero | tr '\\0' e >&2")
+    assert result.startswith("STDERR:\neee")
+    assert "cut from the middle" in result
+    assert len(result) < 2000
+
+
+@pytest.mark.parametrize(
+    "command", ["rm -rf /", "sudo reboot", ":(){ :|:& };:", "dd if=/dev/zero of=/dev/sda"]
+)
+async def test_deny_policy_refuses(tools: ToolRegistry, command: str) -> None:
+    result = await tools.execute("exec", {"command": command})
+    assert result.startswith("Error: command refused by the safety policy: ")
+
+
+@pytest.mark.parametrize("command", ["echo shutdownlog", "echo reboot > notes.txt; cat notes.txt"])
+async def test_deny_policy_lets_lookalikes_run(tools: ToolRegistry, command: str) -> None:
+    result = await tools.execute("exec", {"command": command})
+    assert result.endswith("Exit code: 0"), result
+
+
+async def test_empty_command(tools: ToolRegistry) -> None:
+    assert (await tools.execute("exec", {"command": "  "})).startswith("Error")
+
+
+async def test_env_is_passed_through(ws: Path) -> None:
+    tool = ExecTool(Workspace(ws), timeout=5, env={"PATH": os.defpath, "ONLY_THIS": "yes"})
+    result = await tool.execute(command="echo $ONLY_THIS; echo ${HOME:-unset}")
+    assert result == "yes\nunset\nExit code: 0"
+
+
+async def test_workspace_is_created_when_missing(tmp_path: Path) -> None:
+    tool = ExecTool(Workspace(tmp_path / "fresh"), timeout=5)
+    assert (await tool.execute(command="pwd")).endswith("Exit code: 0")
+    assert (tmp_path / "fresh").is_dir()
