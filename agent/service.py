@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from agent import budget, commands, context, store
@@ -56,7 +56,7 @@ async def run_turn(
     channel: str,
     emit: Emit = discard,
     model: str | None = None,
-    owner: AbstractBaseUser | None = None,
+    owner: User | None = None,
 ) -> TurnResult:
     """Run one turn of `session_key` with the user's `content`; events go to `emit`."""
     validate_content(content)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,7 +19,7 @@ def split_key(key: str) -> tuple[str, str]:
     return channel, chat_id or channel
 
 
-def get_or_create_session(*, key: str, owner: AbstractBaseUser | None = None) -> Session:
+def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
     channel, chat_id = split_key(key)
     session, _ = Session.objects.get_or_create(
         key=key, defaults={"channel": channel, "chat_id": chat_id, "owner": owner}

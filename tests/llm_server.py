@@ -54,6 +54,14 @@ def _split(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hang up mid-stream on purpose (timeouts, cancelled turns): not news.
+        logger.debug("connection from %s ended abruptly", client_address, exc_info=True)
+
+
 class ScriptedLLM:
     """The server. Queue steps with `reply`, `tool_call(s)`, `fault`, `hang`, `drop`."""
 
@@ -63,8 +71,7 @@ class ScriptedLLM:
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._thread: threading.Thread | None = None
 
     # -- scripting -------------------------------------------------------------------
@@ -150,6 +157,12 @@ class ScriptedLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # Stream chunks are small writes; without this, Nagle's algorithm holds each
+                # one back until the client's delayed ACK, 40 ms a time.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, format: str, *args: Any) -> None:
                 logger.debug(format, *args)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
     def _one_shot(
         self, runner: asyncio.Runner, message: str, session: str, model: str | None
     ) -> None:
-        printer = PlainPrinter(self.stdout._out, self.stderr._out)
+        printer = PlainPrinter(cast(TextIO, self.stdout._out), cast(TextIO, self.stderr._out))
         try:
             result = runner.run(
                 run_turn(session, message, channel=CHANNEL, emit=printer, model=model)

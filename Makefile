@@ -1,0 +1,39 @@
+# Set-up, run and test. `make run` and `make test` build .venv from uv.lock first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV_VERSION := 0.13.8
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: install run test lint typecheck bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml uv.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(VENV)/bin/uv || $(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(VENV)/bin/uv sync --frozen --compile-bytecode --quiet
+	@touch $@
+
+run: install
+	$(PY) manage.py migrate --noinput -v0
+	$(PY) manage.py ensure_login
+	$(PY) -m daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+test: lint typecheck
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) bench/loop_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
