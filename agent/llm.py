@@ -8,39 +8,25 @@ turns every failure into an `LLMError` whose `kind` tells the loop what to do.
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+from agent.llm_errors import LLMError, classify
 
 if TYPE_CHECKING:
     from types import ModuleType
 
 logger = logging.getLogger(__name__)
 
-ErrorKind = Literal["context_overflow", "auth", "bad_request", "transient", "unknown"]
 TextCallback = Callable[[str], Awaitable[None]]
-RetryCallback = Callable[[int, float, "LLMError"], Awaitable[None]]
+RetryCallback = Callable[[int, float, LLMError], Awaitable[None]]
 
-_OVERFLOW_HINTS = (
-    "context length",
-    "context_length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-    "input is too long",
-    "reduce the length",
-)
-# litellm stacks class names in front of the provider's words: "litellm.X: Y: OpenAIException - …".
-_ERROR_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)\s*[:-]\s*)+")
 _BACKOFF_BASE = 1.0
 _BACKOFF_CAP = 30.0
 _CONTEXT_WINDOW_TTL = 300.0
@@ -59,27 +45,6 @@ def _lib() -> ModuleType:
         litellm.drop_params = True
         _litellm = litellm
     return _litellm
-
-
-class LLMError(Exception):
-    """A model call that failed for good. `kind` is what the caller can act on."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        kind: ErrorKind,
-        status: int | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.status = status
-        self.retry_after = retry_after
-
-    @property
-    def transient(self) -> bool:
-        return self.kind == "transient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,72 +340,3 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     if retry_after is not None:
         return max(0.0, retry_after)
     return min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt) * random.uniform(0.5, 1.0)
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    for source in ("litellm_response_headers", "headers", "response"):
-        headers = getattr(exc, source, None)
-        if source == "response":
-            headers = getattr(headers, "headers", None)
-        if not headers:
-            continue
-        try:
-            if headers.get("retry-after-ms"):
-                return float(headers["retry-after-ms"]) / 1000
-            value = headers.get("retry-after")
-        except (AttributeError, TypeError, ValueError):
-            continue
-        if not value:
-            continue
-        try:
-            return float(value)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time()) if when else None
-    return None
-
-
-def classify(exc: BaseException) -> LLMError:
-    """Sort any failure of a model call into the kinds the loop knows how to handle."""
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    message = _short_message(exc)
-    lowered = message.lower()
-    name = type(exc).__name__
-    names = {cls.__name__ for cls in type(exc).__mro__}
-
-    def error(kind: ErrorKind) -> LLMError:
-        return LLMError(message, kind=kind, status=status, retry_after=_retry_after(exc))
-
-    if "ContextWindowExceededError" in names or (
-        status in (400, 413) and any(hint in lowered for hint in _OVERFLOW_HINTS)
-    ):
-        return error("context_overflow")
-    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
-        return error("auth")
-    if names & {"RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError"}:
-        return error("transient")
-    if isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError):
-        return error("transient")
-    if status is not None and (status == 408 or status == 409 or status == 429 or status >= 500):
-        return error("transient")
-    if status is not None and 400 <= status < 500:
-        return error("bad_request")
-    if names & {"BadRequestError", "NotFoundError", "UnprocessableEntityError"}:
-        return error("bad_request")
-    if name in {"MidStreamFallbackError", "ServiceUnavailableError", "InternalServerError"}:
-        return error("transient")
-    return error("unknown")
-
-
-def _short_message(exc: BaseException) -> str:
-    """The provider's words without litellm's prefixes and debug trailers."""
-    text = str(getattr(exc, "message", None) or exc) or type(exc).__name__
-    text = _ERROR_PREFIXES.sub("", text)
-    text = text.split("\nModel:", 1)[0].strip()
-    try:  # some providers put a JSON error body in the message
-        body = json.loads(text[text.index("{") :])
-        text = body.get("error", {}).get("message") or text
-    except (ValueError, AttributeError):
-        pass
-    return text[:500]

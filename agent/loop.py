@@ -27,7 +27,8 @@ from agent.events import (
     ToolCallEvent,
     ToolResult,
 )
-from agent.llm import LLM, LLMError, LLMResponse, ToolCall
+from agent.llm import LLM, LLMResponse, ToolCall
+from agent.llm_errors import LLMError
 
 if TYPE_CHECKING:
     from agent.tools.registry import ToolRegistry

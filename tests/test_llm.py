@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.llm import LLM, LLMConfig, LLMError, ToolCallAssembler, classify
+from agent.llm import LLM, LLMConfig, ToolCallAssembler
+from agent.llm_errors import LLMError, classify
 from tests.llm_server import ScriptedLLM
 
 

@@ -1,0 +1,120 @@
+"""How a model call failed: the kinds the loop acts on, read from whatever was raised.
+
+litellm maps each provider's failures onto OpenAI's exception classes; this module reads
+those by name and status code, so it never needs to import litellm itself.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from typing import Literal
+
+import httpx
+
+ErrorKind = Literal["context_overflow", "auth", "bad_request", "transient", "unknown"]
+
+_OVERFLOW_HINTS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "reduce the length",
+)
+# litellm stacks class names in front of the provider's words: "litellm.X: Y: OpenAIException - …".
+_ERROR_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)\s*[:-]\s*)+")
+
+
+class LLMError(Exception):
+    """A model call that failed for good. `kind` is what the caller can act on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return self.kind == "transient"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for source in ("litellm_response_headers", "headers", "response"):
+        headers = getattr(exc, source, None)
+        if source == "response":
+            headers = getattr(headers, "headers", None)
+        if not headers:
+            continue
+        try:
+            if headers.get("retry-after-ms"):
+                return float(headers["retry-after-ms"]) / 1000
+            value = headers.get("retry-after")
+        except (AttributeError, TypeError, ValueError):
+            continue
+        if not value:
+            continue
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time()) if when else None
+    return None
+
+
+def classify(exc: BaseException) -> LLMError:
+    """Sort any failure of a model call into the kinds the loop knows how to handle."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    message = _short_message(exc)
+    lowered = message.lower()
+    name = type(exc).__name__
+    names = {cls.__name__ for cls in type(exc).__mro__}
+
+    def error(kind: ErrorKind) -> LLMError:
+        return LLMError(message, kind=kind, status=status, retry_after=_retry_after(exc))
+
+    if "ContextWindowExceededError" in names or (
+        status in (400, 413) and any(hint in lowered for hint in _OVERFLOW_HINTS)
+    ):
+        return error("context_overflow")
+    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
+        return error("auth")
+    if names & {"RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError"}:
+        return error("transient")
+    if isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError):
+        return error("transient")
+    if status is not None and (status == 408 or status == 409 or status == 429 or status >= 500):
+        return error("transient")
+    if status is not None and 400 <= status < 500:
+        return error("bad_request")
+    if names & {"BadRequestError", "NotFoundError", "UnprocessableEntityError"}:
+        return error("bad_request")
+    if name in {"MidStreamFallbackError", "ServiceUnavailableError", "InternalServerError"}:
+        return error("transient")
+    return error("unknown")
+
+
+def _short_message(exc: BaseException) -> str:
+    """The provider's words without litellm's prefixes and debug trailers."""
+    text = str(getattr(exc, "message", None) or exc) or type(exc).__name__
+    text = _ERROR_PREFIXES.sub("", text)
+    text = text.split("\nModel:", 1)[0].strip()
+    try:  # some providers put a JSON error body in the message
+        body = json.loads(text[text.index("{") :])
+        text = body.get("error", {}).get("message") or text
+    except (ValueError, AttributeError):
+        pass
+    return text[:500]
