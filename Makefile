@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml uv.lock
 run: install
 	$(PY) manage.py migrate --noinput -v0
 	$(PY) manage.py ensure_login
-	$(PY) -m daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 lint: install
 	$(VENV)/bin/ruff check .

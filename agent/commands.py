@@ -58,7 +58,9 @@ async def _new(args: str, ctx: _Context) -> str:
 
 
 async def _stop(args: str, ctx: _Context) -> str:
-    stopped = cancel_running(ctx.session.key)
+    # Runs in other processes see the flag within a poll; this process's stop at once.
+    asked = await store.request_stop(session_key=ctx.session.key)
+    stopped = max(asked, cancel_running(ctx.session.key))
     if not stopped:
         return "No running task to stop."
     return f"Stopped {stopped} task{'s' if stopped != 1 else ''}."

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -30,6 +31,8 @@ from sessions_app.models import Run, Session
 logger = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped."
+# How often a running turn checks whether another process asked it to stop.
+STOP_POLL_SECONDS = 0.5
 
 
 @dataclass
@@ -92,6 +95,7 @@ async def _run_locked(
     async def save(message: dict[str, Any], usage: dict[str, int] | None) -> None:
         await store.add_message(session=session, run=run, message=message, usage=usage)
 
+    watcher = asyncio.create_task(_watch_for_stop(run.pk, asyncio.current_task()))
     try:
         await save({"role": "user", "content": content}, None)
         tools = build_tools(conf)
@@ -120,7 +124,17 @@ async def _run_locked(
             error=f"{type(exc).__name__}: {exc}",
             error_kind="internal",
         )
+    finally:
+        watcher.cancel()
     return await _close(run, emit, outcome)
+
+
+async def _watch_for_stop(run_id: UUID, turn: asyncio.Task[Any] | None) -> None:
+    while turn is not None:
+        await asyncio.sleep(STOP_POLL_SECONDS)
+        if await store.stop_requested(run_id=run_id):
+            turn.cancel()
+            return
 
 
 async def _close(

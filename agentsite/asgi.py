@@ -6,10 +6,22 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_asgi_app = get_asgi_application()
 
 # Imported after the app registry is ready: these modules touch models and settings.
-from channels.routing import ProtocolTypeRouter  # noqa: E402
-from django.conf import settings  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
+from agent.routing import websocket_urlpatterns  # noqa: E402
+from agent.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
 
-application = ProtocolTypeRouter({"http": http_app})
+# Static files (the chat page, the admin) are served by the same process: the site runs
+# as one daphne process with no web server in front, so there is nobody else to do it.
+http_app = ASGIStaticFilesHandler(django_asgi_app)
+
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": SameSiteOriginValidator(
+            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+        ),
+    }
+)

@@ -43,6 +43,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_q",
     "sessions_app",
     "cron_app",
     "agent",
@@ -112,7 +115,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat"
+LOGOUT_REDIRECT_URL = "login"
 
 # The first login `make run` creates when no superuser exists yet.
 DJANGO_SUPERUSER_USERNAME = env.str("DJANGO_SUPERUSER_USERNAME", default="")
@@ -128,6 +133,32 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# django-q2 runs queued turns, cron jobs and sub-agents in `manage.py qcluster`.
+Q_CLUSTER = {
+    "name": "agentsite",
+    "workers": env.int("AGENT_WORKERS", default=2),
+    "timeout": env.int("AGENT_TASK_TIMEOUT", default=3600),
+    "retry": env.int("AGENT_TASK_TIMEOUT", default=3600) + 60,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "label": "Task queue",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
 
 # The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a
 # typed view of them.

@@ -105,6 +105,8 @@ class Run(models.Model):
     tools_used = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # Set by /stop or a cancel from any process; the process running the turn notices it.
+    cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)

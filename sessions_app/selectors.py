@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
-from sessions_app.models import Message, Session
+from sessions_app.models import Message, Run, Session
 
 
 def recent_messages(*, session: Session, limit: int) -> list[dict[str, Any]]:
@@ -17,3 +18,30 @@ def recent_messages(*, session: Session, limit: int) -> list[dict[str, Any]]:
 
 def find_session(*, key: str) -> Session | None:
     return Session.objects.filter(key=key).first()
+
+
+def stop_requested(*, run_id: UUID) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def has_running_turn(*, session: Session) -> bool:
+    return session.runs.filter(status=Run.Status.RUNNING).exists()
+
+
+def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
+    """The live conversation as a client shows it, oldest first."""
+    rows = list(
+        Message.objects.filter(session=session, archived=False).order_by("-id")[:limit]
+    )
+    return [
+        {
+            "id": row.id,
+            "role": row.role,
+            "content": row.content,
+            "tool_calls": row.tool_calls,
+            "tool_call_id": row.tool_call_id or None,
+            "name": row.name or None,
+            "created": row.created.isoformat(),
+        }
+        for row in reversed(rows)
+    ]

@@ -100,3 +100,19 @@ def archive_messages(*, session: Session) -> int:
     session.title = ""
     session.save(update_fields=["title", "updated"])
     return count
+
+
+def request_stop(*, session_key: str) -> int:
+    """Ask every unfinished run of the session to stop; how many were asked."""
+    return Run.objects.filter(
+        session__key=session_key, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).update(cancel_requested=True)
+
+
+def claim_session(*, key: str, owner: User) -> Session | None:
+    """The session for `owner`, created if new; None if it belongs to somebody else."""
+    session = get_or_create_session(key=key, owner=owner)
+    if session.owner_id is None:
+        session.owner = owner
+        session.save(update_fields=["owner", "updated"])
+    return session if session.owner_id == owner.pk else None

@@ -32,7 +32,11 @@ MODEL_ID = "scripted"
 
 @dataclass
 class Step:
-    """One scripted answer. `kind` is text, tools, error, hang or drop."""
+    """One scripted answer. `kind` is text, tools, error, hang, drop or stamps.
+
+    `stamps` streams `chunks` pieces, each the wall-clock time (ns) it was sent, in
+    angle brackets: latency benchmarks read them back on the client side.
+    """
 
     kind: str
     text: str = ""
@@ -65,8 +69,11 @@ class _QuietServer(ThreadingHTTPServer):
 class ScriptedLLM:
     """The server. Queue steps with `reply`, `tool_call(s)`, `fault`, `hang`, `drop`."""
 
-    def __init__(self, *, context_window: int = 32768, port: int = 0) -> None:
+    def __init__(
+        self, *, context_window: int = 32768, port: int = 0, default: Step | None = None
+    ) -> None:
         self.context_window = context_window
+        self.default = default
         self.requests: list[dict[str, Any]] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -105,6 +112,9 @@ class ScriptedLLM:
     def hang(self, seconds: float = 30.0) -> ScriptedLLM:
         return self._push(Step("hang", delay=seconds))
 
+    def stamps(self, chunks: int) -> ScriptedLLM:
+        return self._push(Step("stamps", chunks=chunks))
+
     def drop(self, after_text: str = "") -> ScriptedLLM:
         """Start streaming `after_text`, then close the connection without finishing."""
         return self._push(Step("drop", text=after_text, chunks=2))
@@ -123,6 +133,8 @@ class ScriptedLLM:
             self.requests.append(body)
             if self._steps:
                 return self._steps.popleft()
+        if self.default is not None:
+            return self.default
         return Step("text", text=f"echo: {_last_user_text(body)}")
 
     # -- lifecycle -------------------------------------------------------------------
@@ -276,6 +288,9 @@ class ScriptedLLM:
                     send({"reasoning_content": piece})
                 for piece in _split(step.text, step.chunks):
                     send({"content": piece})
+                if step.kind == "stamps":
+                    for _ in range(step.chunks):
+                        send({"content": f"<{time.time_ns()}>"})
                 if step.kind == "drop":
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -336,8 +351,15 @@ def main() -> None:
         help="JSON file: a list of steps such as "
         '{"reply": "text"} or {"tool_call": "write_file", "arguments": {...}}',
     )
+    parser.add_argument(
+        "--stamps", type=int, default=0, help="answer everything with N time-stamped chunks"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=0.0, help="seconds between streamed chunks"
+    )
     args = parser.parse_args()
-    llm = ScriptedLLM(port=args.port)
+    default = Step("stamps", chunks=args.stamps, chunk_delay=args.interval) if args.stamps else None
+    llm = ScriptedLLM(port=args.port, default=default)
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             for item in json.load(fh):

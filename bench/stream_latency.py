@@ -1,0 +1,190 @@
+"""How fast streamed tokens reach a browser-side client, through one daphne process.
+
+The scripted model (its own process) streams CHUNKS pieces per answer, each carrying the
+time it was sent. WebSocket clients (this process) open chats on a daphne process running
+the site, send one message each, and record when every chunk arrives. Prints chunks per
+second and the p50/p99 delay from the model emitting a chunk to the client receiving it,
+for 1 and for 50 concurrent sessions.
+
+    .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+STAMP = re.compile(r"<(\d+)>")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+async def one_session(url: str, index: int, delays: list[float]) -> int:
+    received = 0
+    async with websockets.connect(url.format(chat=f"bench{index}"), max_size=None) as ws:
+        history = json.loads(await ws.recv())
+        assert history["type"] == "history", history
+        await ws.send(json.dumps({"type": "message", "content": "stream please"}))
+        while True:
+            frame = json.loads(await ws.recv())
+            now = time.time_ns()
+            if frame["type"] == "stream_chunk":
+                for stamp in STAMP.findall(frame["content"]):
+                    delays.append((now - int(stamp)) / 1e6)
+                    received += 1
+            elif frame["type"] == "message":
+                return received
+            elif frame["type"] == "error":
+                raise RuntimeError(frame["message"])
+
+
+async def measure(url: str, sessions: int, offset: int) -> None:
+    delays: list[float] = []
+    started = time.perf_counter()
+    counts = await asyncio.gather(*(one_session(url, offset + i, delays) for i in range(sessions)))
+    elapsed = time.perf_counter() - started
+    total = sum(counts)
+    ordered = sorted(delays)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    print(
+        f"{sessions:>3} session(s): {total:>7} chunks in {elapsed:6.2f} s = "
+        f"{total / elapsed:9.0f} chunks/s   delay p50 {p50:7.2f} ms   p99 {p99:8.2f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=2000)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 50])
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="seconds between the model's chunks (0: as fast as it can, a flood)",
+    )
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="agentsite-stream-"))
+    llm_port, web_port = free_port(), free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGENT_", "DJANGO_", "DATABASE_"))
+    }
+    env.update(
+        {
+            "AGENT_DATA_DIR": str(scratch / "data"),
+            "AGENT_WORKSPACE": str(scratch / "workspace"),
+            "AGENT_MODEL": "openai/scripted",
+            "AGENT_API_BASE": f"http://127.0.0.1:{llm_port}/v1",
+            "AGENT_API_KEY": "bench",
+            "DJANGO_SUPERUSER_USERNAME": "bench",
+            "DJANGO_SUPERUSER_PASSWORD": "bench-password-1",
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        }
+    )
+    if "DATABASE_URL" in os.environ:
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+    python = sys.executable
+
+    def manage(*command: str) -> str:
+        done = subprocess.run(
+            [python, "manage.py", *command],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout
+
+    manage("migrate", "-v0")
+    manage("ensure_login")
+    token = manage("drf_create_token", "bench").split()[2]
+
+    children = [
+        subprocess.Popen(
+            [
+                python,
+                "-m",
+                "tests.llm_server",
+                "--port",
+                str(llm_port),
+                "--stamps",
+                str(args.chunks),
+                "--interval",
+                str(args.interval),
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                python,
+                "-m",
+                "daphne",
+                "-v",
+                "0",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(web_port),
+                "agentsite.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+        ),
+    ]
+    try:
+        wait_for_port(llm_port)
+        wait_for_port(web_port)
+        url = f"ws://127.0.0.1:{web_port}/ws/chat/{{chat}}/?token={token}"
+        pace = f"one every {args.interval * 1000:g} ms" if args.interval else "as fast as possible"
+        print(
+            f"{args.chunks} chunks per answer, {pace}; one daphne process; model in its own process"
+        )
+
+        async def run() -> None:
+            await measure(url, 1, 10_000)  # warm-up: imports, connections, first queries
+            for offset, sessions in enumerate(args.sessions):
+                await measure(url, sessions, offset * 1000)
+
+        asyncio.run(run())
+    finally:
+        for child in children:
+            child.terminate()
+            child.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
