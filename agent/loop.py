@@ -141,6 +141,7 @@ class AgentLoop:
         result: LoopResult,
     ) -> None:
         done = 0
+        announced = False
         try:
             for call, arguments in zip(calls, parsed, strict=True):
                 await self.emit(
@@ -150,6 +151,7 @@ class AgentLoop:
                         arguments=arguments if isinstance(arguments, dict) else call.arguments,
                     )
                 )
+                announced = True
                 result.tools_used.append(call.name)
                 started = time.monotonic()
                 output = await self.tools.execute(call.name, arguments)
@@ -159,8 +161,15 @@ class AgentLoop:
                 )
                 await self._record(turn, _tool_message(call, output), None)
                 done += 1
+                announced = False
         except asyncio.CancelledError:
-            # Every call needs an answer or the saved history is invalid for the provider.
+            # Every call needs an answer or the saved history is invalid for the provider;
+            # the one that was running also closes its card on the clients.
+            if announced:
+                interrupted = calls[done]
+                await self.emit(
+                    ToolResult(id=interrupted.id, name=interrupted.name, result=CANCELLED_RESULT)
+                )
             for call in calls[done:]:
                 await self._record(turn, _tool_message(call, CANCELLED_RESULT), None)
             raise

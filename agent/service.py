@@ -153,7 +153,8 @@ async def _close(
     )
     run_id = str(run.id)
     await emit(ThinkingFinished(run_id=run_id))
-    await emit(MessageEvent(role="assistant", content=outcome.text, run_id=run_id))
+    if not cancelled:  # a stopped turn has no reply; the /stop answer says what happened
+        await emit(MessageEvent(role="assistant", content=outcome.text, run_id=run_id))
     return TurnResult(
         session_key=run.session.key,
         text=outcome.text,

@@ -15,11 +15,13 @@ from agent.consumers import CHAT_ID
 def chat(request: HttpRequest, chat_id: str = "") -> HttpResponse:
     if chat_id and not CHAT_ID.match(chat_id):
         raise Http404("no such chat")
-    config = {
+    context = {
         "chat_id": chat_id,
         "ws_path_prefix": "/ws/chat/",
         "default_model": agent_settings().model,
         "admin_url": reverse("admin:index"),
         "logout_url": reverse("logout"),
+        "login_url": reverse("login"),
+        "sessions_api_url": "/api/sessions",
     }
-    return render(request, "chat.html", {"config": config, **config})
+    return render(request, "chat.html", context)

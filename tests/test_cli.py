@@ -2,80 +2,30 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
+from tests.conftest import ROOT
 from tests.llm_server import ScriptedLLM
 
-ROOT = Path(__file__).resolve().parent.parent
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _database_url() -> str | None:
-    """The test database, when it is one another process can open (not in-memory SQLite)."""
-    if connection.vendor != "postgresql":
-        return None
-    s = connection.settings_dict
-    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
-    auth = f"{s['USER']}{password}@" if s.get("USER") else ""
-    return f"postgres://{auth}{s.get('HOST') or 'localhost'}:{s.get('PORT') or 5432}/{s['NAME']}"
-
-
-def _clean_env() -> dict[str, str]:
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AGENT_", "DJANGO_", "DATABASE_", "PYTEST_"))
-    }
-
-
-@pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated SQLite database made once; each test starts from a copy."""
-    data = tmp_path_factory.mktemp("template")
-    env = {**_clean_env(), "AGENT_DATA_DIR": str(data)}
-    command = [sys.executable, "manage.py", "migrate", "-v0"]
-    subprocess.run(command, cwd=ROOT, env=env, check=True, timeout=120)
-    return data / "db.sqlite3"
-
-
 @pytest.fixture
-def cli(tmp_path: Path, workspace: Path, llm: ScriptedLLM, request: pytest.FixtureRequest) -> Run:
-    env = _clean_env()
-    env.update(
-        {
-            "AGENT_MODEL": "openai/scripted",
-            "AGENT_API_BASE": llm.base_url,
-            "AGENT_API_KEY": "test-key",
-            "AGENT_WORKSPACE": str(workspace),
-            "AGENT_DATA_DIR": str(tmp_path / "data"),
-            "AGENT_LLM_RETRY_BUDGET": "5",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    url = _database_url()
-    if url:
-        env["DATABASE_URL"] = url
-    else:
-        (tmp_path / "data").mkdir()
-        shutil.copy(request.getfixturevalue("migrated_sqlite"), tmp_path / "data" / "db.sqlite3")
-
+def cli(site_env: dict[str, str]) -> Run:
     def run(
         *args: str, stdin: str | None = None, **extra_env: str
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "manage.py", "agent", *args],
             cwd=ROOT,
-            env={**env, **extra_env},
+            env={**site_env, **extra_env},
             input=stdin,
             capture_output=True,
             text=True,

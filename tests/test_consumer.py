@@ -159,8 +159,14 @@ async def test_stop_mid_turn(llm: ScriptedLLM, token: str) -> None:
     await socket.send_json_to({"type": "stop"})
     # The stop's answer and the stopped turn's end arrive in either order.
     frames: list[dict] = []
-    while {"Stopped 1 task.", "Stopped."} - {f.get("content") for f in frames}:
-        frames += await receive_until(socket, "message")
+    while not (
+        {"Stopped 1 task."} <= {f.get("content") for f in frames}
+        and any(f["type"] == "thinking_finished" for f in frames)
+    ):
+        frames.append(await socket.receive_json_from(timeout=10))
+    assert [f for f in frames if f["type"] == "tool_result"][0]["result"].startswith(
+        "Error: the turn was stopped"
+    )
     types = [f["type"] for f in frames]
     assert "thinking_finished" in types
     assert "tool_call" not in types

@@ -195,7 +195,12 @@ async def test_stop_cancels_the_running_turn(llm: ScriptedLLM, workspace: Path) 
     saved = await messages_of("web:stop")
     assert [m.role for m in saved] == ["user", "assistant", "tool"]
     assert saved[2].content.startswith("Error: the turn was stopped")
-    assert events.frames()[-1]["content"] == "Stopped."
+    frames = events.frames()
+    assert frames[-1] == {"type": "thinking_finished", "run_id": str(run.id)}
+    assert frames[-2]["type"] == "tool_result" and frames[-2]["result"].startswith(
+        "Error: the turn was stopped"
+    )
+    assert run.text == "Stopped."
     assert (await run_turn("web:stop", "/stop", channel="web")).text == "No running task to stop."
 
 

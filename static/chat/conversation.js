@@ -1,0 +1,347 @@
+// The conversation view: bubbles, streamed replies, tool cards, system lines,
+// the thinking indicator and autoscroll. It knows nothing about sockets.
+
+import { el, icon, copyButton, contentText, parseArguments, summariseArguments, formatDuration } from "./util.js";
+import { renderMarkdown } from "./markdown.js";
+
+const NOTE_MAX = 300;
+const RESULT_MAX = 100000;
+const norm = (text) => contentText(text).replace(/\s+/g, " ").trim();
+
+export class Conversation {
+  constructor(dom) {
+    this.dom = dom; // {scroller, messages, emptyState, thinking, thinkingNote, thinkingTime, jump}
+    this.streams = new Map(); // msg_id -> {node, body, text}
+    this.ended = new Set(); // msg_ids already finished (late chunks are ignored)
+    this.cards = new Map(); // tool call id -> card record
+    this.streamed = []; // recent finished streamed texts: {runId, text, claimed}
+    this.dirty = new Set();
+    this.frame = 0;
+    this.runId = null;
+    this.running = false;
+    this.startedAt = 0;
+    this.timer = 0;
+    this.stick = true;
+    this.note = "";
+    this.ready = false; // false until the first history frame: no empty-state flash
+
+    dom.scroller.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    dom.jump.addEventListener("click", () => {
+      this.stick = true;
+      this.scrollToBottom("smooth");
+    });
+    if ("ResizeObserver" in window) {
+      const observer = new ResizeObserver(() => this.follow());
+      observer.observe(dom.messages);
+      observer.observe(dom.scroller);
+    }
+    this.updateEmpty();
+  }
+
+  // ---- scrolling --------------------------------------------------------
+
+  atBottom() {
+    const s = this.dom.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 48;
+  }
+
+  onScroll() {
+    this.stick = this.atBottom();
+    if (this.stick) this.dom.jump.hidden = true;
+  }
+
+  scrollToBottom(behavior = "auto") {
+    const s = this.dom.scroller;
+    s.scrollTo({ top: s.scrollHeight, behavior });
+    this.dom.jump.hidden = true;
+  }
+
+  /** Keep the newest content in view unless the user scrolled up. */
+  follow() {
+    if (this.stick) this.scrollToBottom();
+    else if (!this.atBottom()) this.dom.jump.hidden = false;
+  }
+
+  // ---- generic ----------------------------------------------------------
+
+  add(node) {
+    this.dom.messages.append(node);
+    this.updateEmpty();
+    this.follow();
+    return node;
+  }
+
+  updateEmpty() {
+    this.dom.emptyState.hidden = !this.ready || this.dom.messages.childElementCount > 0 || this.running;
+  }
+
+  /** Forget everything, e.g. when switching chats; the empty state waits for history. */
+  reset() {
+    this.ready = false;
+    this.clear();
+  }
+
+  clear() {
+    cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.dirty.clear();
+    this.dom.messages.replaceChildren();
+    this.streams.clear();
+    this.ended.clear();
+    this.cards.clear();
+    this.streamed = [];
+    this.stick = true;
+    this.updateEmpty();
+    this.scrollToBottom();
+  }
+
+  // ---- bubbles ----------------------------------------------------------
+
+  addUser(text, { pending = false } = {}) {
+    const body = el("div", { class: "msg-body", text });
+    const node = el("div", { class: "msg user", dataset: { role: "user" } }, body);
+    if (pending) node.dataset.pending = "true";
+    this.stick = true; // sending always brings the view down
+    return this.add(node);
+  }
+
+  assistantNode(msgId) {
+    const body = el("div", { class: "msg-body markdown" });
+    const record = { node: null, body, text: "" };
+    const actions = el("div", { class: "msg-actions" }, copyButton(() => record.text, "Copy", "Copy this reply"));
+    record.node = el("div", { class: "msg assistant", dataset: { role: "assistant" } }, body, actions);
+    if (msgId !== undefined && msgId !== null) record.node.dataset.msgId = String(msgId);
+    return record;
+  }
+
+  addAssistant(text) {
+    const record = this.assistantNode();
+    record.text = contentText(text);
+    renderMarkdown(record.body, record.text);
+    this.add(record.node);
+    return record;
+  }
+
+  addSystem(text, kind = "info") {
+    return this.add(el("div", { class: `sys-line sys-${kind}`, role: "note" }, icon("info"), el("span", { text })));
+  }
+
+  // ---- streaming --------------------------------------------------------
+
+  streamStart(msgId, implicit = false) {
+    if (implicit && this.ended.has(msgId)) return null; // a late chunk of a finished reply
+    this.ended.delete(msgId);
+    const existing = this.streams.get(msgId);
+    if (existing) return existing;
+    const record = this.assistantNode(msgId);
+    record.node.classList.add("streaming");
+    record.runId = this.runId;
+    this.streams.set(msgId, record);
+    this.add(record.node);
+    return record;
+  }
+
+  streamChunk(msgId, content) {
+    // A chunk for an unknown id happens after a reconnect in the middle of a reply.
+    const record = this.streams.get(msgId) || this.streamStart(msgId, true);
+    if (!record) return;
+    record.text += content || "";
+    this.dirty.add(record);
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  flush() {
+    this.frame = 0;
+    for (const record of this.dirty) renderMarkdown(record.body, record.text);
+    this.dirty.clear();
+    this.follow();
+  }
+
+  streamEnd(msgId, discarded) {
+    const record = this.streams.get(msgId);
+    if (!record) return;
+    this.streams.delete(msgId);
+    this.ended.add(msgId);
+    this.dirty.delete(record);
+    if (discarded || !record.text.trim()) {
+      record.node.remove();
+      this.updateEmpty();
+      return;
+    }
+    renderMarkdown(record.body, record.text);
+    record.node.classList.remove("streaming");
+    this.streamed.push({ runId: record.runId, text: norm(record.text), claimed: Boolean(record.claimed) });
+    if (this.streamed.length > 50) this.streamed.shift();
+    this.follow();
+  }
+
+  /** True if a streamed bubble already shows this final text (then the `message` frame adds nothing). */
+  claimStreamed(content, runId) {
+    const text = norm(content);
+    if (!text) return false;
+    const candidates = [
+      ...this.streamed,
+      ...Array.from(this.streams.values(), (r) => ({ runId: r.runId, text: norm(r.text), claimed: r.claimed, live: r })),
+    ];
+    for (let i = candidates.length - 1; i >= 0; i--) {
+      const entry = candidates[i];
+      if (entry.claimed || entry.text !== text) continue;
+      if (runId && entry.runId && entry.runId !== runId) continue;
+      if (entry.live) entry.live.claimed = true;
+      else entry.claimed = true;
+      return true;
+    }
+    return false;
+  }
+
+  // ---- tool cards -------------------------------------------------------
+
+  toolCall(id, name, args) {
+    const key = id ? String(id) : `anon-${this.cards.size}`;
+    if (this.cards.has(key)) return this.cards.get(key);
+    const [parsed, pretty] = parseArguments(args);
+    const status = el("span", { class: "tool-status", "aria-hidden": "true" });
+    const state = el("span", { class: "sr-only", text: "running" });
+    const duration = el("span", { class: "tool-duration" });
+    const result = el("pre", { class: "tool-result", tabindex: "0" });
+    const resultSection = el(
+      "div",
+      { class: "tool-section", hidden: true },
+      el("div", { class: "tool-section-label", text: "Result" }),
+      result,
+    );
+    const node = el(
+      "details",
+      { class: "tool-card", dataset: { toolName: name || "tool", toolId: key, status: "running" } },
+      el(
+        "summary",
+        { class: "tool-summary" },
+        status,
+        el("span", { class: "tool-name", text: name || "tool" }),
+        el("span", { class: "tool-args", text: summariseArguments(parsed, pretty) }),
+        duration,
+        state,
+      ),
+      el(
+        "div",
+        { class: "tool-body" },
+        el(
+          "div",
+          { class: "tool-section" },
+          el("div", { class: "tool-section-label", text: "Arguments" }),
+          el("pre", { class: "tool-args-full", tabindex: "0", text: pretty }),
+        ),
+        resultSection,
+      ),
+    );
+    const card = { node, result, resultSection, duration, state, done: false };
+    this.cards.set(key, card);
+    this.add(node);
+    return card;
+  }
+
+  toolResult(id, name, result, durationMs) {
+    const key = id ? String(id) : "";
+    const card = this.cards.get(key) || this.toolCall(key || undefined, name, null);
+    let text = typeof result === "string" ? result : contentText(result);
+    const isError = /^\s*error/i.test(text);
+    if (text.length > RESULT_MAX) {
+      text = `${text.slice(0, RESULT_MAX)}\n… (${(text.length - RESULT_MAX).toLocaleString()} more characters not shown)`;
+    }
+    card.result.textContent = text || "(no output)";
+    card.resultSection.hidden = false;
+    card.duration.textContent = formatDuration(durationMs);
+    card.node.dataset.status = isError ? "error" : "done";
+    card.node.classList.toggle("error", isError);
+    card.state.textContent = isError ? "failed" : "done";
+    card.done = true;
+    this.follow();
+  }
+
+  /** A turn ended: cards still spinning will never get a result. */
+  settleTools() {
+    for (const card of this.cards.values()) {
+      if (card.done) continue;
+      card.done = true;
+      card.node.dataset.status = "incomplete";
+      card.state.textContent = "no result";
+    }
+  }
+
+  // ---- history ----------------------------------------------------------
+
+  renderHistory(messages) {
+    this.ready = true;
+    this.clear();
+    const frag = document.createDocumentFragment();
+    const target = this.dom.messages;
+    this.dom.messages = frag; // build off-DOM, then attach once
+    try {
+      for (const m of messages || []) this.renderStored(m);
+    } finally {
+      this.dom.messages = target;
+    }
+    target.append(frag);
+    this.updateEmpty();
+    this.stick = true;
+    this.scrollToBottom();
+  }
+
+  renderStored(m) {
+    const role = m && m.role;
+    if (role === "user") {
+      this.addUser(contentText(m.content));
+    } else if (role === "assistant") {
+      const text = contentText(m.content);
+      if (text.trim()) this.addAssistant(text).node.dataset.id = m.id ?? "";
+      for (const call of m.tool_calls || []) {
+        const fn = call.function || {};
+        this.toolCall(call.id, fn.name || call.name, fn.arguments ?? call.arguments);
+      }
+    } else if (role === "tool") {
+      this.toolResult(m.tool_call_id, m.name, contentText(m.content), m.duration_ms);
+    } else if (role === "system" && m.content) {
+      this.addSystem(contentText(m.content));
+    }
+  }
+
+  // ---- thinking indicator -----------------------------------------------
+
+  setRunning(running, runId = null) {
+    const wasRunning = this.running;
+    this.running = running;
+    if (running) {
+      if (runId) this.runId = runId;
+      if (!wasRunning) {
+        this.startedAt = Date.now();
+        this.setNote("", false);
+        this.tick();
+        clearInterval(this.timer);
+        this.timer = setInterval(() => this.tick(), 1000);
+      }
+    } else {
+      clearInterval(this.timer);
+      this.timer = 0;
+      this.setNote("", false);
+      this.settleTools();
+    }
+    this.dom.thinking.hidden = !running;
+    this.dom.messages.setAttribute("aria-busy", running ? "true" : "false");
+    this.updateEmpty();
+    this.follow();
+  }
+
+  tick() {
+    const seconds = Math.floor((Date.now() - this.startedAt) / 1000);
+    this.dom.thinkingTime.textContent = seconds >= 2 ? `${seconds}s` : "";
+  }
+
+  /** Progress text under the indicator; consecutive notes are joined, only the tail is kept. */
+  setNote(text, append) {
+    let note = append ? this.note + text : text;
+    if (note.length > NOTE_MAX) note = `…${note.slice(-NOTE_MAX)}`;
+    this.note = note;
+    this.dom.thinkingNote.textContent = note.trim();
+    this.dom.thinkingNote.hidden = !note.trim();
+  }
+}

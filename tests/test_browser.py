@@ -1,0 +1,147 @@
+"""The chat page in a real headless Chromium, against a real daphne and the scripted model."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.llm_server import ScriptedLLM
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
+USERNAME, PASSWORD = "browser", "browser-pass-123"
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and not os.environ.get("CI"),
+        reason="needs Debian's chromium (`apt-get install chromium`; .ci/run installs it)",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def site(site_env: dict[str, str]) -> Iterator[str]:
+    env = {**site_env, "DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-v",
+            "0",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "agentsite.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        assert server.poll() is None, "daphne exited"
+        assert time.monotonic() < deadline, "daphne did not start"
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.fixture
+def page(site: str) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.set_default_timeout(20_000)
+        yield page
+        browser.close()
+
+
+def test_chat_in_a_browser(page, site: str, llm: ScriptedLLM, workspace: Path) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(site + "/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    page.fill("input[name=username]", USERNAME)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(re.compile(r"/c/[A-Za-z0-9_-]+/$"))
+    expect(page.locator("#model-name")).to_have_text("openai/scripted")
+
+    llm.tool_call("write_file", {"path": "hello.txt", "content": "Hello World"})
+    llm.reply("Done: **hello.txt** now says `Hello World`.", chunks=8)
+    page.fill("#composer", "create hello.txt")
+    page.press("#composer", "Enter")
+
+    expect(page.locator(".msg.user").last).to_have_text("create hello.txt")
+    card = page.locator(".tool-card[data-tool-name=write_file]")
+    expect(card).to_have_count(1)
+    expect(card).to_have_attribute("data-status", "done")
+    answer = page.locator(".msg.assistant").last
+    expect(answer).to_contain_text("Done: hello.txt now says Hello World.")
+    expect(answer.locator("strong")).to_have_text("hello.txt")
+    expect(page.locator("#thinking")).to_be_hidden()
+    assert (workspace / "hello.txt").read_text() == "Hello World"
+    # The chat takes its title from the first message, in the list and the header.
+    expect(page.locator("#session-list li")).to_contain_text("create hello.txt")
+    expect(page.locator("#chat-title")).to_have_text("create hello.txt")
+
+    # A long turn, stopped from the page.
+    llm.tool_call("exec", {"command": "sleep 30"})
+    page.fill("#composer", "run something slow")
+    page.press("#composer", "Enter")
+    stop = page.locator("#send[data-state=stop]")
+    expect(stop).to_be_visible()
+    expect(page.locator(".tool-card[data-tool-name=exec]")).to_have_count(1)
+    page.click("#send")
+    expect(page.locator("#send[data-state=send]")).to_be_visible()
+    expect(page.locator("#thinking")).to_be_hidden()
+    expect(page.locator(".msg.assistant", has_text="Stopped 1 task.")).to_have_count(1)
+    expect(page.locator(".tool-card[data-tool-name=exec]")).to_have_attribute(
+        "data-status", "error"
+    )
+    assert len(llm.requests) == 3  # nothing more was asked of the model after the stop
+
+    expect(page.locator("#chat-title")).to_have_text("create hello.txt")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
+
+    # After a reload the conversation comes back from history.
+    page.reload()
+    expect(page.locator(".msg.user")).to_have_count(2)
+    expect(page.locator(".msg.user").first).to_have_text("create hello.txt")
+    expect(page.locator(".tool-card[data-tool-name=write_file]")).to_have_count(1)
+    expect(page.locator(".msg.assistant", has_text="Done: hello.txt")).to_have_count(1)
+    expect(page.locator("#session-list li")).to_have_count(1)
+    expect(page.locator("#session-list li")).to_contain_text("create hello.txt")
