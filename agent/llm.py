@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,11 @@ def _lib() -> ModuleType:
         litellm.drop_params = True
         _litellm = litellm
     return _litellm
+
+
+def preload() -> None:
+    """Import litellm in the background, so a server's first turn does not wait seconds."""
+    threading.Thread(target=_lib, name="litellm-import", daemon=True).start()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agent.llm import preload  # noqa: E402
 from agent.routing import websocket_urlpatterns  # noqa: E402
 from agent.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
 
@@ -25,3 +26,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+preload()

@@ -30,9 +30,7 @@ def has_running_turn(*, session: Session) -> bool:
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
     """The live conversation as a client shows it, oldest first."""
-    rows = list(
-        Message.objects.filter(session=session, archived=False).order_by("-id")[:limit]
-    )
+    rows = list(Message.objects.filter(session=session, archived=False).order_by("-id")[:limit])
     return [
         {
             "id": row.id,

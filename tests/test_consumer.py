@@ -164,7 +164,7 @@ async def test_stop_mid_turn(llm: ScriptedLLM, token: str) -> None:
         and any(f["type"] == "thinking_finished" for f in frames)
     ):
         frames.append(await socket.receive_json_from(timeout=10))
-    assert [f for f in frames if f["type"] == "tool_result"][0]["result"].startswith(
+    assert next(f for f in frames if f["type"] == "tool_result")["result"].startswith(
         "Error: the turn was stopped"
     )
     types = [f["type"] for f in frames]

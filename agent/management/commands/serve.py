@@ -65,7 +65,7 @@ class Command(BaseCommand):
     def _stop_all(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
         for child in children.values():
             if child.poll() is None:
-                child.send_signal(signal.SIGINT)
+                child.terminate()
         deadline = time.monotonic() + GRACE_SECONDS
         for child in children.values():
             try:
