@@ -26,7 +26,7 @@ from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
 from agent.tools import build_registry
 from agent.tools.registry import ToolRegistry
-from sessions_app.models import Run, Session
+from sessions_app.models import HEARTBEAT_SECONDS, Run, Session
 
 logger = logging.getLogger(__name__)
 
@@ -130,11 +130,17 @@ async def _run_locked(
 
 
 async def _watch_for_stop(run_id: UUID, turn: asyncio.Task[Any] | None) -> None:
+    """Cancel the turn when any process asks it to stop; keep its heartbeat going."""
+    polls_per_beat = max(1, round(HEARTBEAT_SECONDS / STOP_POLL_SECONDS))
+    polls = 0
     while turn is not None:
         await asyncio.sleep(STOP_POLL_SECONDS)
         if await store.stop_requested(run_id=run_id):
             turn.cancel()
             return
+        polls += 1
+        if polls % polls_per_beat == 0:
+            await store.beat(run_id=run_id)
 
 
 async def _close(

@@ -81,6 +81,10 @@ class Message(models.Model):
         return message
 
 
+HEARTBEAT_SECONDS = 5
+STALE_AFTER_SECONDS = 30
+
+
 class Run(models.Model):
     """The record of one turn: what it cost, how long it took, how it ended."""
 
@@ -109,6 +113,9 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
+    # Touched every few seconds while the turn runs: a run whose heartbeat stopped belongs
+    # to a process that died, and is not running any more whatever its status says.
+    heartbeat = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from sessions_app.models import Message, Run, Session
+from django.utils import timezone
+
+from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 
 
 def recent_messages(*, session: Session, limit: int) -> list[dict[str, Any]]:
@@ -25,7 +28,8 @@ def stop_requested(*, run_id: UUID) -> bool:
 
 
 def has_running_turn(*, session: Session) -> bool:
-    return session.runs.filter(status=Run.Status.RUNNING).exists()
+    alive = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
+    return session.runs.filter(status=Run.Status.RUNNING, heartbeat__gte=alive).exists()
 
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.models import Message, Run, Session
+from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 
 TITLE_LENGTH = 60
 
@@ -39,6 +41,7 @@ def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run
         model=model,
         status=Run.Status.RUNNING,
         started=timezone.now(),
+        heartbeat=timezone.now(),
     )
 
 
@@ -116,3 +119,17 @@ def claim_session(*, key: str, owner: User) -> Session | None:
         session.owner = owner
         session.save(update_fields=["owner", "updated"])
     return session if session.owner_id == owner.pk else None
+
+
+def beat(*, run_id: UUID) -> None:
+    Run.objects.filter(pk=run_id).update(heartbeat=timezone.now())
+
+
+def fail_stale_runs() -> int:
+    """Mark failed the runs whose process died mid-turn (their heartbeat stopped)."""
+    cutoff = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
+    return Run.objects.filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff).update(
+        status=Run.Status.FAILED,
+        error="the process running this turn stopped before it finished",
+        finished=timezone.now(),
+    )

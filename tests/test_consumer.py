@@ -296,3 +296,34 @@ async def test_another_users_chat_is_refused(
     await socket.disconnect()
     session = await Session.objects.aget(key="web:p1")
     assert session.owner_id is not None
+
+
+async def test_a_turn_whose_process_died_is_not_shown_as_running(token: str) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.services import fail_stale_runs
+
+    socket, _ = await open_chat("z1", token)
+    await socket.disconnect()
+    session = await Session.objects.aget(key="web:z1")
+    long_ago = timezone.now() - timedelta(minutes=5)
+    await Run.objects.acreate(
+        session=session, channel="web", prompt="x", status="running", heartbeat=long_ago
+    )
+    alive = await Run.objects.acreate(
+        session=session, channel="web", prompt="y", status="running", heartbeat=timezone.now()
+    )
+
+    socket, history = await open_chat("z1", token)
+    assert history["running"] is True  # the live one
+    await socket.disconnect()
+    alive.status = "succeeded"
+    await alive.asave()
+
+    socket, history = await open_chat("z1", token)
+    assert history["running"] is False  # only the dead one is left
+    await socket.disconnect()
+    assert await sync_to_async(fail_stale_runs)() == 1
+    assert await Run.objects.filter(status="failed", error__contains="stopped before").acount() == 1
