@@ -94,7 +94,9 @@ class RichPrinter:
             self.console.print(
                 f"  … {event.content}", style="dim italic", markup=False, highlight=False
             )
-        elif isinstance(event, MessageEvent) and event.content != self.text:
+        elif (
+            isinstance(event, MessageEvent) and event.role != "user" and event.content != self.text
+        ):
             # The reply did not stream (a command's answer, an error): show it now.
             self.console.print(Markdown(event.content))
 

@@ -91,6 +91,9 @@ async def _run_locked(
     run = await store.start_run(session=session, channel=channel, prompt=content, model=model)
     run_id = str(run.id)
     await emit(ThinkingStarted(run_id=run_id))
+    # The user's words as stored: other tabs show them, and a page that was still loading
+    # its history when the message left gets it back.
+    await emit(MessageEvent(role="user", content=content, run_id=run_id))
 
     async def save(message: dict[str, Any], usage: dict[str, int] | None) -> None:
         await store.add_message(session=session, run=run, message=message, usage=usage)

@@ -91,6 +91,8 @@ def page(site: str) -> Iterator[object]:
 def test_chat_in_a_browser(page, site: str, llm: ScriptedLLM, workspace: Path) -> None:
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=20_000)  # CI machines are slower than a laptop
+
     page.goto(site + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.fill("input[name=username]", USERNAME)

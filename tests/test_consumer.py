@@ -89,7 +89,7 @@ async def test_history_on_connect(llm: ScriptedLLM, token: str) -> None:
     assert history["model"] == "openai/scripted"
     llm.reply("Hello, Ada.")
     await socket.send_json_to({"type": "message", "content": "hi there"})
-    await receive_until(socket, "message")
+    await receive_until(socket, "message", role="assistant")
     await socket.disconnect()
 
     socket, history = await open_chat("h1", token)
@@ -108,13 +108,14 @@ async def test_streamed_turn_with_tools_frame_by_frame(
     socket, _ = await open_chat("t1", token)
 
     await socket.send_json_to({"type": "message", "content": "write a.txt"})
-    frames = await receive_until(socket, "message")
+    frames = await receive_until(socket, "message", role="assistant")
     await socket.disconnect()
 
     types = [f["type"] for f in frames]
     collapsed = [t for i, t in enumerate(types) if i == 0 or t != types[i - 1]]
     assert collapsed == [
         "thinking_started",
+        "message",
         "stream_start",
         "stream_chunk",
         "stream_end",
@@ -127,6 +128,12 @@ async def test_streamed_turn_with_tools_frame_by_frame(
         "message",
     ]
     run_id = frames[0]["run_id"]
+    assert frames[1] == {
+        "type": "message",
+        "role": "user",
+        "content": "write a.txt",
+        "run_id": run_id,
+    }
     assert frames[-2] == {"type": "thinking_finished", "run_id": run_id}
     assert frames[-1] == {
         "type": "message",
@@ -209,8 +216,8 @@ async def test_two_sockets_on_one_session_both_get_the_reply(llm: ScriptedLLM, t
     second, _ = await open_chat("m1", token)
 
     await first.send_json_to({"type": "message", "content": "hello both"})
-    mine = await receive_until(first, "message")
-    theirs = await receive_until(second, "message")
+    mine = await receive_until(first, "message", role="assistant")
+    theirs = await receive_until(second, "message", role="assistant")
 
     assert mine[-1]["content"] == theirs[-1]["content"] == "shared answer"
     assert mine[-1]["run_id"] == theirs[-1]["run_id"]
@@ -224,22 +231,30 @@ async def test_two_sockets_on_one_session_both_get_the_reply(llm: ScriptedLLM, t
 async def test_slash_commands(llm: ScriptedLLM, token: str) -> None:
     socket, _ = await open_chat("c1", token)
     await socket.send_json_to({"type": "message", "content": "/help"})
-    help_frame = (await receive_until(socket, "message"))[-1]
+    help_frame = (await receive_until(socket, "message", role="assistant"))[-1]
     assert "/new" in help_frame["content"] and "run_id" not in help_frame
 
     await socket.send_json_to({"type": "message", "content": "/model openai/another"})
-    assert "openai/another" in (await receive_until(socket, "message"))[-1]["content"]
+    assert (
+        "openai/another"
+        in (await receive_until(socket, "message", role="assistant"))[-1]["content"]
+    )
 
     llm.reply("answer")
     await socket.send_json_to({"type": "message", "content": "question"})
-    await receive_until(socket, "message", content="answer")
+    await receive_until(socket, "message", role="assistant", content="answer")
     assert llm.requests[-1]["model"] == "another"
 
     await socket.send_json_to({"type": "message", "content": "/new"})
-    assert "2 messages archived" in (await receive_until(socket, "message"))[-1]["content"]
+    assert (
+        "2 messages archived"
+        in (await receive_until(socket, "message", role="assistant"))[-1]["content"]
+    )
 
     await socket.send_json_to({"type": "message", "content": "/stop"})
-    assert (await receive_until(socket, "message"))[-1]["content"] == "No running task to stop."
+    assert (await receive_until(socket, "message", role="assistant"))[-1][
+        "content"
+    ] == "No running task to stop."
     await socket.disconnect()
 
     socket, history = await open_chat("c1", token)
@@ -269,7 +284,9 @@ async def test_bad_frames_get_an_error_and_the_socket_stays_open(
     assert error["type"] == "error" and error["message"]
 
     await socket.send_json_to({"type": "message", "content": "/help"})
-    assert (await receive_until(socket, "message"))[-1]["content"].startswith("Commands")
+    assert (await receive_until(socket, "message", role="assistant"))[-1]["content"].startswith(
+        "Commands"
+    )
     await socket.disconnect()
     assert await saved("web:b1") == []
     assert llm.requests == []
@@ -281,7 +298,7 @@ async def test_another_users_chat_is_refused(
     llm.reply("private")
     socket, _ = await open_chat("p1", token)
     await socket.send_json_to({"type": "message", "content": "secret"})
-    await receive_until(socket, "message")
+    await receive_until(socket, "message", role="assistant")
 
     intruder = communicator(f"/ws/chat/p1/?token={other_token}")
     connected, _ = await intruder.connect()
@@ -291,7 +308,7 @@ async def test_another_users_chat_is_refused(
     # And the owner's events don't reach the intruder's group either: it never joined.
     llm.reply("still private")
     await socket.send_json_to({"type": "message", "content": "more"})
-    await receive_until(socket, "message")
+    await receive_until(socket, "message", role="assistant")
     assert await intruder.receive_nothing()
     await socket.disconnect()
     session = await Session.objects.aget(key="web:p1")

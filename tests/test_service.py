@@ -51,6 +51,12 @@ async def test_turn_saves_every_message_and_a_run_record(llm: ScriptedLLM, works
 
     frames = events.frames()
     assert frames[0] == {"type": "thinking_started", "run_id": str(run.id)}
+    assert frames[1] == {
+        "type": "message",
+        "role": "user",
+        "content": "create hello.txt",
+        "run_id": str(run.id),
+    }
     assert frames[-2] == {"type": "thinking_finished", "run_id": str(run.id)}
     assert frames[-1] == {
         "type": "message",
