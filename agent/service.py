@@ -60,8 +60,13 @@ async def run_turn(
     emit: Emit = discard,
     model: str | None = None,
     owner: User | None = None,
+    run: Run | None = None,
 ) -> TurnResult:
-    """Run one turn of `session_key` with the user's `content`; events go to `emit`."""
+    """Run one turn of `session_key` with the user's `content`; events go to `emit`.
+
+    `run` is a queued run record made earlier (a task the API handed out); without one,
+    the turn makes its own.
+    """
     validate_content(content)
     if model:
         validate_model_name(model)
@@ -72,23 +77,39 @@ async def run_turn(
     if command is not None:
         text = await commands.dispatch(command, session=session, conf=conf)
         await emit(MessageEvent(role="assistant", content=text))
-        return TurnResult(session_key=session_key, text=text, status=Run.Status.SUCCEEDED)
+        if run is not None:
+            await store.finish_run(run=run, status=Run.Status.SUCCEEDED, text=text)
+        return TurnResult(
+            session_key=session_key,
+            text=text,
+            status=Run.Status.SUCCEEDED,
+            run_id=str(run.pk) if run else None,
+        )
 
     model_id = model or session.model or conf.model
     if not model_id:
         raise ModelNotConfigured()
     async with session_lock(session_key, lock_dir=conf.data_dir / "locks"):
         with tracked(session_key):
-            return await _run_locked(
-                session, content, channel=channel, emit=emit, model=model_id, conf=conf
-            )
+            if run is None:
+                run = await store.start_run(
+                    session=session, channel=channel, prompt=content, model=model_id
+                )
+            else:
+                started = await store.begin_run(run_id=run.pk, model=model_id)
+                if started is None:  # cancelled while it waited for the lock or a worker
+                    return TurnResult(session_key, STOPPED_TEXT, Run.Status.CANCELLED, str(run.pk))
+                run = started
+            return await _run_locked(session, run, content, emit=emit, model=model_id, conf=conf)
 
 
 async def _run_locked(
-    session: Session, content: str, *, channel: str, emit: Emit, model: str, conf: AgentSettings
+    session: Session, run: Run, content: str, *, emit: Emit, model: str, conf: AgentSettings
 ) -> TurnResult:
-    raw_history = await store.recent_messages(session=session, limit=conf.memory_window)
-    run = await store.start_run(session=session, channel=channel, prompt=content, model=model)
+    # History is everything saved before this turn's own user message.
+    raw_history = await store.recent_messages(
+        session=session, limit=conf.memory_window, before_run=run.pk
+    )
     run_id = str(run.id)
     await emit(ThinkingStarted(run_id=run_id))
     # The user's words as stored: other tabs show them, and a page that was still loading

@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_q",
     "sessions_app",
     "cron_app",
@@ -128,7 +130,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # redis-py 8 times out socket reads after 5 s by default, which breaks the
+            # layer's blocking receive on an idle socket; the server side has its own timeout.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
         }
     }
 else:
@@ -157,7 +161,24 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "agent.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# Tasks each user may create through the API, as DRF writes rates: "30/min", "500/day".
+AGENT_API_TASK_RATE = env.str("AGENT_API_TASK_RATE", default="30/min")
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentsite API",
+    "DESCRIPTION": "Run the agent, follow its tasks, and read your sessions.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The docs page's assets come from the sidecar package, not from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PREPROCESSING_HOOKS": ["agent.api.schema.drop_slashed_aliases"],
 }
 
 # The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a

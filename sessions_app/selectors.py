@@ -11,11 +11,17 @@ from django.utils import timezone
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 
 
-def recent_messages(*, session: Session, limit: int) -> list[dict[str, Any]]:
-    """The session's last `limit` live messages, oldest first, in the model's format."""
+def recent_messages(
+    *, session: Session, limit: int, before_run: UUID | None = None
+) -> list[dict[str, Any]]:
+    """The session's last `limit` live messages, oldest first, in the model's format,
+    leaving out those of `before_run` (the turn that is about to use them)."""
     if limit <= 0:
         return []
-    rows = list(Message.objects.filter(session=session, archived=False).order_by("-id")[:limit])
+    messages = Message.objects.filter(session=session, archived=False)
+    if before_run is not None:
+        messages = messages.exclude(run_id=before_run)
+    rows = list(messages.order_by("-id")[:limit])
     return [row.as_llm_message() for row in reversed(rows)]
 
 

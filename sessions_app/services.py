@@ -29,20 +29,60 @@ def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
     return session
 
 
-@transaction.atomic
-def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+def _title_from(session: Session, prompt: str) -> None:
     if not session.title and prompt.strip():
         session.title = " ".join(prompt.split())[:TITLE_LENGTH]
         session.save(update_fields=["title", "updated"])
+
+
+@transaction.atomic
+def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+    _title_from(session, prompt)
+    now = timezone.now()
     return Run.objects.create(
         session=session,
         channel=channel,
         prompt=prompt,
         model=model,
         status=Run.Status.RUNNING,
-        started=timezone.now(),
-        heartbeat=timezone.now(),
+        started=now,
+        heartbeat=now,
     )
+
+
+@transaction.atomic
+def queue_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+    """A run that exists (and can be watched or cancelled) before its turn starts."""
+    _title_from(session, prompt)
+    return Run.objects.create(
+        session=session, channel=channel, prompt=prompt, model=model, status=Run.Status.QUEUED
+    )
+
+
+def begin_run(*, run_id: UUID, model: str) -> Run | None:
+    """Move a queued run to running; None if it was cancelled (or taken) meanwhile."""
+    now = timezone.now()
+    started = Run.objects.filter(
+        pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
+    ).update(status=Run.Status.RUNNING, started=now, heartbeat=now, model=model)
+    return Run.objects.select_related("session").get(pk=run_id) if started else None
+
+
+@transaction.atomic
+def cancel_run(*, run_id: UUID) -> Run:
+    """Stop a run: a queued one ends here, a running one is asked to stop."""
+    run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+    if run.status == Run.Status.QUEUED:
+        run.status = Run.Status.CANCELLED
+        run.text = "Stopped."
+        run.error = "cancelled before it started"
+        run.finished = timezone.now()
+        run.cancel_requested = True
+        run.save()
+    elif run.status == Run.Status.RUNNING:
+        run.cancel_requested = True
+        run.save(update_fields=["cancel_requested"])
+    return run
 
 
 def add_message(
@@ -113,11 +153,11 @@ def request_stop(*, session_key: str) -> int:
 
 
 def claim_session(*, key: str, owner: User) -> Session | None:
-    """The session for `owner`, created if new; None if it belongs to somebody else."""
+    """The session for `owner`, created if new; None if it is somebody else's.
+
+    Sessions without an owner (the command line's, scheduled jobs') are nobody's to claim.
+    """
     session = get_or_create_session(key=key, owner=owner)
-    if session.owner_id is None:
-        session.owner = owner
-        session.save(update_fields=["owner", "updated"])
     return session if session.owner_id == owner.pk else None
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from sessions_app.models import Message, Session
+from agent.errors import MAX_MESSAGE_CHARS, MODEL_NAME
+from sessions_app.models import Message, Run, Session
 
 
 class SessionOut(serializers.ModelSerializer):
@@ -29,3 +31,82 @@ class MessageOut(serializers.ModelSerializer):
             "usage",
             "created",
         ]
+
+
+SESSION_KEY = r"^[A-Za-z0-9_.:@-]{1,255}$"
+
+
+class StrictCharField(serializers.CharField):
+    """Text only: DRF's CharField would quietly turn 42 or true into a string."""
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class TaskIn(serializers.Serializer):
+    prompt = StrictCharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
+    context = StrictCharField(
+        max_length=MAX_MESSAGE_CHARS, required=False, allow_blank=True, trim_whitespace=False
+    )
+    session = serializers.RegexField(
+        SESSION_KEY,
+        required=False,
+        help_text="A session key such as api:reports; new keys start a new session.",
+    )
+    model = serializers.RegexField(MODEL_NAME, max_length=200, required=False)
+    wait = serializers.BooleanField(default=True)
+
+    def validate_prompt(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return value
+
+
+class UsageOut(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class TaskOut(serializers.ModelSerializer):
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    success = serializers.BooleanField()
+    session = serializers.CharField(source="session.key")
+    tools_used = serializers.ListField(child=serializers.CharField())
+    usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "status",
+            "success",
+            "text",
+            "error",
+            "iterations",
+            "session",
+            "tools_used",
+            "usage",
+            "model",
+            "created",
+            "finished",
+        ]
+
+    @extend_schema_field(UsageOut)
+    def get_usage(self, run: Run) -> dict[str, int]:
+        usage = run.usage or {}
+        return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+
+
+class ToolOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+
+
+class HealthOut(serializers.Serializer):
+    status = serializers.CharField()
+    model = serializers.CharField(allow_null=True)
+    tools = serializers.ListField(child=serializers.CharField())

@@ -1,22 +1,29 @@
-"""API routes. Each answers with and without a trailing slash, never through a redirect."""
+"""API routes. Each answers with and without a trailing slash, never through a redirect;
+the schema lists the form without one (see `schema.drop_slashed_aliases`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.urls import URLPattern, re_path
+from django.urls import URLPattern, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agent.api import views
 
 
-def route(pattern: str, view: Any, name: str) -> URLPattern:
-    return re_path(rf"^{pattern}/?$", view, name=name)
+def route(pattern: str, view: Any, name: str) -> list[URLPattern]:
+    return [path(pattern, view, name=name), path(f"{pattern}/", view)]
 
-
-KEY = r"(?P<key>[^/]+)"
 
 urlpatterns = [
-    route("sessions", views.SessionList.as_view(), "session-list"),
-    route(f"sessions/{KEY}", views.SessionDetail.as_view(), "session-detail"),
-    route(f"sessions/{KEY}/messages", views.SessionMessages.as_view(), "session-messages"),
+    *route("health", views.Health.as_view(), "health"),
+    *route("tools", views.Tools.as_view(), "tools"),
+    *route("tasks", views.TaskCreate.as_view(), "task-create"),
+    *route("tasks/<str:task_id>", views.TaskDetail.as_view(), "task-detail"),
+    *route("tasks/<str:task_id>/cancel", views.TaskCancel.as_view(), "task-cancel"),
+    *route("sessions", views.SessionList.as_view(), "session-list"),
+    *route("sessions/<str:key>", views.SessionDetail.as_view(), "session-detail"),
+    *route("sessions/<str:key>/messages", views.SessionMessages.as_view(), "session-messages"),
+    *route("schema", SpectacularAPIView.as_view(), "schema"),
+    *route("docs", SpectacularSwaggerView.as_view(url_name="schema"), "docs"),
 ]

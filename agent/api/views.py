@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from agent.api.permissions import owns_session
-from agent.api.serializers import MessageOut, SessionOut, SessionUpdateIn
-from sessions_app.models import Session
+from agent.api.serializers import (
+    HealthOut,
+    MessageOut,
+    SessionOut,
+    SessionUpdateIn,
+    TaskIn,
+    TaskOut,
+    ToolOut,
+)
+from agent.conf import agent_settings
+from agent.service import build_tools
+from agent.tasks import cancel_task, submit_task
+from agent.tools.registry import ToolRegistry
+from sessions_app.models import Run, Session
+from sessions_app.services import fail_stale_runs
 
 
 def owned_session(request: Request, key: str) -> Session:
@@ -23,15 +41,18 @@ def owned_session(request: Request, key: str) -> Session:
 
 
 class SessionList(APIView):
+    @extend_schema(responses=SessionOut(many=True))
     def get(self, request: Request) -> Response:
         sessions = Session.objects.filter(owner=request.user).order_by("-updated")
         return Response(SessionOut(sessions, many=True).data)
 
 
 class SessionDetail(APIView):
+    @extend_schema(responses=SessionOut)
     def get(self, request: Request, key: str) -> Response:
         return Response(SessionOut(owned_session(request, key)).data)
 
+    @extend_schema(request=SessionUpdateIn, responses=SessionOut)
     def patch(self, request: Request, key: str) -> Response:
         session = owned_session(request, key)
         data = SessionUpdateIn(data=request.data)
@@ -41,12 +62,92 @@ class SessionDetail(APIView):
             session.save(update_fields=["title", "updated"])
         return Response(SessionOut(session).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, key: str) -> Response:
         owned_session(request, key).delete()
         return Response(status=204)
 
 
 class SessionMessages(APIView):
+    @extend_schema(responses=MessageOut(many=True))
     def get(self, request: Request, key: str, **kwargs: Any) -> Response:
         session = owned_session(request, key)
         return Response(MessageOut(session.messages.order_by("id"), many=True).data)
+
+
+class Health(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=HealthOut)
+    def get(self, request: Request) -> Response:
+        model = agent_settings().model or None
+        return Response({"status": "ok", "model": model, "tools": tool_registry().names()})
+
+
+class Tools(APIView):
+    @extend_schema(responses=ToolOut(many=True))
+    def get(self, request: Request) -> Response:
+        tools = [definition["function"] for definition in tool_registry().definitions()]
+        return Response(ToolOut(tools, many=True).data)
+
+
+class TaskRateThrottle(UserRateThrottle):
+    """Per-user limit on new tasks; the rate is read per request, so it can be tuned."""
+
+    scope = "tasks"
+
+    def get_rate(self) -> str:
+        return str(settings.AGENT_API_TASK_RATE)
+
+
+class TaskCreate(APIView):
+    throttle_classes = [TaskRateThrottle]
+
+    @extend_schema(
+        request=TaskIn,
+        responses={200: TaskOut, 202: TaskOut},
+        description="Run the agent on a prompt. With `wait` (the default) the answer is the "
+        "finished task; without, a queued task (202) that the worker runs.",
+    )
+    def post(self, request: Request) -> Response:
+        data = TaskIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        run = submit_task(
+            user=request.user,
+            prompt=fields["prompt"],
+            context=fields.get("context"),
+            session_key=fields.get("session"),
+            model=fields.get("model"),
+            wait=fields["wait"],
+        )
+        return Response(TaskOut(run).data, status=200 if fields["wait"] else 202)
+
+
+class TaskDetail(APIView):
+    @extend_schema(responses=TaskOut)
+    def get(self, request: Request, task_id: str) -> Response:
+        fail_stale_runs()
+        return Response(TaskOut(owned_run(request, task_id)).data)
+
+
+class TaskCancel(APIView):
+    @extend_schema(request=None, responses=TaskOut)
+    def post(self, request: Request, task_id: str) -> Response:
+        return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
+
+
+def owned_run(request: Request, task_id: str) -> Run:
+    try:
+        pk = uuid.UUID(task_id)
+    except ValueError:
+        raise Http404("no such task") from None
+    run = Run.objects.select_related("session").filter(pk=pk).first()
+    if run is None or not owns_session(request.user, run.session):
+        raise Http404("no such task")
+    return run
+
+
+def tool_registry() -> ToolRegistry:
+    return build_tools(agent_settings())

@@ -1,0 +1,23 @@
+"""django-q2 task functions: plain sync functions that run the async turn."""
+
+from __future__ import annotations
+
+import logging
+
+from agent.tasks import execute
+from sessions_app.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+def run_queued_task(run_id: str) -> str:
+    """Run a task the API queued. Returns its final status for django-q's own record."""
+    run = Run.objects.select_related("session", "session__owner").filter(pk=run_id).first()
+    if run is None:
+        logger.warning("queued task %s no longer exists", run_id)
+        return "missing"
+    if run.status != Run.Status.QUEUED:
+        return run.status  # cancelled before a worker got to it
+    execute(run, owner=run.session.owner, model=run.model or None)
+    run.refresh_from_db()
+    return run.status

@@ -1,0 +1,96 @@
+"""Tasks: turns handed out as records that can be followed, waited for, or cancelled.
+
+The API's doors call `submit_task`; a queued task runs later in the django-q2 worker
+(`agent.jobs.run_queued_task`), a waited-for one right away. Either way it is the same
+run record the turn service writes, so nothing is lost when a worker dies: the run's
+heartbeat stops and the run is marked failed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from agent.conf import agent_settings
+from agent.errors import InvalidInput, ModelNotConfigured
+from agent.fanout import GroupSink
+from agent.service import run_turn
+from sessions_app import services
+from sessions_app.models import Run, Session
+
+CHANNEL = "api"
+CANCEL_WAIT_SECONDS = 2.0
+
+
+def compose_prompt(prompt: str, context: str | None) -> str:
+    if not context or not context.strip():
+        return prompt
+    return f"{prompt}\n\n## Context\n\n{context}"
+
+
+def submit_task(
+    *,
+    user: User,
+    prompt: str,
+    context: str | None = None,
+    session_key: str | None = None,
+    model: str | None = None,
+    wait: bool = True,
+) -> Run:
+    """Record a task and run it now (`wait`) or queue it for the worker."""
+    session = _session_for(user, session_key)
+    if not (model or session.model or agent_settings().model):
+        raise ModelNotConfigured()
+    content = compose_prompt(prompt, context)
+    run = services.queue_run(session=session, channel=CHANNEL, prompt=content, model=model or "")
+    if wait:
+        execute(run, owner=user, model=model)
+        run.refresh_from_db()
+    else:
+        from django_q.tasks import async_task
+
+        # After the commit, or the worker could look for a run it cannot see yet.
+        transaction.on_commit(
+            lambda: async_task(
+                "agent.jobs.run_queued_task", str(run.pk), task_name=f"turn-{run.pk}"
+            )
+        )
+    return run
+
+
+def execute(run: Run, *, owner: Any, model: str | None) -> None:
+    """Run a queued task's turn in this process, to its end."""
+    key = run.session.key
+    async_to_sync(run_turn)(
+        key,
+        run.prompt,
+        channel=CHANNEL,
+        emit=GroupSink(key),
+        model=model or None,
+        owner=owner,
+        run=run,
+    )
+
+
+def cancel_task(run: Run) -> Run:
+    """Stop a task; wait a little for a running one to notice, wherever it runs."""
+    run = services.cancel_run(run_id=run.pk)
+    deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+    while run.status == Run.Status.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run.refresh_from_db()
+    return run
+
+
+def _session_for(user: User, key: str | None) -> Session:
+    if not key:
+        return services.get_or_create_session(key=f"{CHANNEL}:{uuid.uuid4().hex}", owner=user)
+    session = services.claim_session(key=key, owner=user)
+    if session is None:
+        raise InvalidInput("unknown session", field="session")
+    return session

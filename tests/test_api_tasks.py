@@ -1,0 +1,245 @@
+"""The task API with DRF's client and the scripted model."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from agent.jobs import run_queued_task
+from sessions_app.models import Message, Run, Session
+from tests.llm_server import ScriptedLLM
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
+
+TASK_FIELDS = {
+    "id",
+    "status",
+    "success",
+    "text",
+    "error",
+    "iterations",
+    "session",
+    "tools_used",
+    "usage",
+    "created",
+    "finished",
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle() -> None:
+    cache.clear()
+
+
+@pytest.fixture
+def ada() -> User:
+    return User.objects.create_user("ada", password="pw-ada-123")
+
+
+@pytest.fixture
+def api(ada: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(ada)
+    return client
+
+
+def test_health_needs_no_login(llm: ScriptedLLM) -> None:
+    response = APIClient().get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and body["model"] == "openai/scripted"
+    assert {"read_file", "write_file", "edit_file", "exec", "glob"} <= set(body["tools"])
+
+
+def test_tools_lists_names_descriptions_and_schemas(api: APIClient) -> None:
+    tools = {tool["name"]: tool for tool in api.get("/api/tools").json()}
+    assert tools["read_file"]["parameters"]["required"] == ["path"]
+    assert tools["exec"]["description"]
+    assert APIClient().get("/api/tools").status_code == 401
+
+
+def test_a_waited_task_runs_and_answers(api: APIClient, llm: ScriptedLLM, workspace) -> None:
+    llm.tool_call("write_file", {"path": "hello.txt", "content": "Hello World"})
+    llm.reply("Created hello.txt.")
+    response = api.post("/api/tasks", {"prompt": "create hello.txt"}, format="json")
+
+    assert response.status_code == 200
+    task = response.json()
+    assert set(task) >= TASK_FIELDS
+    assert task["status"] == "succeeded" and task["success"] is True
+    assert task["text"] == "Created hello.txt." and task["error"] is None
+    assert task["iterations"] == 2 and task["tools_used"] == ["write_file"]
+    assert task["session"].startswith("api:")
+    assert set(task["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    assert task["usage"]["total_tokens"] > 0
+    assert task["finished"] is not None
+    assert (workspace / "hello.txt").read_text() == "Hello World"
+    assert api.get(f"/api/tasks/{task['id']}").json() == task
+
+
+def test_a_session_carries_history_and_context_reaches_the_model(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    llm.reply("noted").reply("you said blue")
+    first = api.post(
+        "/api/tasks",
+        {
+            "prompt": "remember my colour",
+            "context": "favourite colour: blue",
+            "session": "api:mine",
+        },
+        format="json",
+    ).json()
+    second = api.post(
+        "/api/tasks", {"prompt": "what colour?", "session": "api:mine"}, format="json"
+    ).json()
+    assert first["session"] == second["session"] == "api:mine"
+    sent = llm.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert "favourite colour: blue" in sent[1]["content"]
+
+
+def test_a_queued_task_answers_at_once_and_the_worker_runs_it(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    llm.reply("done later")
+    response = api.post("/api/tasks", {"prompt": "later please", "wait": False}, format="json")
+    assert response.status_code == 202
+    task = response.json()
+    assert task["status"] == "queued" and task["success"] is False and task["text"] is None
+    assert llm.requests == []
+
+    assert run_queued_task(task["id"]) == "succeeded"
+    done = api.get(f"/api/tasks/{task['id']}").json()
+    assert done["status"] == "succeeded" and done["text"] == "done later"
+
+
+def test_cancel_a_queued_task(api: APIClient, llm: ScriptedLLM) -> None:
+    task = api.post("/api/tasks", {"prompt": "never mind", "wait": False}, format="json").json()
+    cancelled = api.post(f"/api/tasks/{task['id']}/cancel").json()
+    assert cancelled["status"] == "cancelled" and cancelled["finished"] is not None
+    assert run_queued_task(task["id"]) == "cancelled"
+    assert llm.requests == []
+
+
+def test_a_task_whose_worker_vanished_is_failed(api: APIClient, ada: User) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    session = Session.objects.create(key="api:dead", channel="api", chat_id="dead", owner=ada)
+    run = Run.objects.create(
+        session=session,
+        channel="api",
+        prompt="x",
+        status="running",
+        heartbeat=timezone.now() - timedelta(minutes=10),
+    )
+    task = api.get(f"/api/tasks/{run.pk}").json()
+    assert task["status"] == "failed" and "stopped before it finished" in task["error"]
+
+
+def test_other_users_tasks_and_sessions_are_404(api: APIClient, llm: ScriptedLLM) -> None:
+    bob = User.objects.create_user("bob")
+    bobs = Session.objects.create(key="api:bob", channel="api", chat_id="bob", owner=bob)
+    run = Run.objects.create(session=bobs, channel="api", prompt="secret")
+    assert api.get(f"/api/tasks/{run.pk}").status_code == 404
+    assert api.post(f"/api/tasks/{run.pk}/cancel").status_code == 404
+    assert api.get(f"/api/tasks/{uuid.uuid4()}").status_code == 404
+    missing = api.get("/api/tasks/not-a-uuid")
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+    refused = api.post("/api/tasks", {"prompt": "hi", "session": "api:bob"}, format="json")
+    assert refused.status_code == 400 and "session" in refused.json()
+    # The command line's session has no owner: nobody claims it through the API.
+    Session.objects.create(key="cli:direct", channel="cli", chat_id="direct")
+    assert (
+        api.post("/api/tasks", {"prompt": "hi", "session": "cli:direct"}, format="json").status_code
+        == 400
+    )
+    assert not Message.objects.filter(session__key__in=["api:bob", "cli:direct"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "prompt"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "   "}, "prompt"),
+        ({"prompt": "x" * 100_001}, "prompt"),
+        ({"prompt": 42}, "prompt"),
+        ({"prompt": "hi", "model": "gpt 4; rm -rf"}, "model"),
+        ({"prompt": "hi", "session": "bad key with spaces"}, "session"),
+        ({"prompt": "hi", "wait": "sometimes"}, "wait"),
+        ({"prompt": "hi", "context": "x" * 100_001}, "context"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(
+    api: APIClient, llm: ScriptedLLM, body: dict, field: str
+) -> None:
+    response = api.post("/api/tasks", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert llm.requests == [] and not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("payload", "content_type"),
+    [
+        ("{not json", "application/json"),
+        ("[1, 2]", "application/json"),
+        ("prompt=hi", "text/plain"),
+    ],
+)
+def test_bodies_that_are_not_a_json_object(api: APIClient, payload: str, content_type: str) -> None:
+    response = api.post("/api/tasks", payload, content_type=content_type)
+    assert response.status_code in (400, 415)
+    assert response.json()
+
+
+def test_without_a_model_the_api_says_how_to_set_one(api: APIClient, settings) -> None:
+    settings.AGENT_MODEL = ""
+    response = api.post("/api/tasks", {"prompt": "hi"}, format="json")
+    assert response.status_code == 503
+    assert "AGENT_MODEL" in response.json()["detail"]
+    assert APIClient().get("/api/health").json()["model"] is None
+
+
+def test_task_creation_is_throttled_per_user(api: APIClient, llm: ScriptedLLM, settings) -> None:
+    settings.AGENT_API_TASK_RATE = "2/min"
+    for _ in range(2):
+        assert (
+            api.post("/api/tasks", {"prompt": "hi", "wait": False}, format="json").status_code
+            == 202
+        )
+    third = api.post("/api/tasks", {"prompt": "hi", "wait": False}, format="json")
+    assert third.status_code == 429
+    assert int(third["Retry-After"]) > 0
+    assert api.get("/api/sessions").status_code == 200  # reading is not throttled
+
+
+def test_model_failure_is_a_failed_task_not_a_server_error(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    llm.fault(401, body={"error": {"message": "bad key"}})
+    task = api.post("/api/tasks", {"prompt": "hi"}, format="json").json()
+    assert task["status"] == "failed" and task["success"] is False
+    assert "bad key" in task["error"]
+
+
+def test_schema_and_docs(api: APIClient) -> None:
+    schema = api.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert {
+        "/api/tasks",
+        "/api/tasks/{task_id}",
+        "/api/tasks/{task_id}/cancel",
+        "/api/health",
+    } <= set(paths)
+    docs = api.get("/api/docs")
+    assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+    assert b"cdn" not in docs.content.lower()
