@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from django.db import connection
 from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGIN = ("tester", "tester-pass-123")
 
 
 @pytest.fixture
@@ -98,3 +101,50 @@ def site_env(
         (tmp_path / "data").mkdir()
         shutil.copy(request.getfixturevalue("migrated_sqlite"), tmp_path / "data" / "db.sqlite3")
     return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert process.poll() is None, f"{process.args} exited"
+        assert time.monotonic() < deadline, f"{process.args} did not start"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def live_site(site_env: dict[str, str]) -> Iterator[str]:
+    """The site served by a real daphne process, with the login `LOGIN`; its base URL."""
+    env = {**site_env, "DJANGO_SUPERUSER_USERNAME": LOGIN[0], "DJANGO_SUPERUSER_PASSWORD": LOGIN[1]}
+    subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
+    port = free_port()
+    command = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
+    server = subprocess.Popen([*command, "agentsite.asgi:application"], cwd=ROOT, env=env)
+    try:
+        wait_for_port(port, server)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run `manage.py` with `env`; its standard output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import LOGIN, ROOT
 from tests.llm_server import ScriptedLLM
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
-USERNAME, PASSWORD = "browser", "browser-pass-123"
+USERNAME, PASSWORD = LOGIN
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -29,45 +25,8 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
-def site(site_env: dict[str, str]) -> Iterator[str]:
-    env = {**site_env, "DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
-    subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-v",
-            "0",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "agentsite.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    deadline = time.monotonic() + 60
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        assert server.poll() is None, "daphne exited"
-        assert time.monotonic() < deadline, "daphne did not start"
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
-    server.wait(timeout=10)
-
-
-@pytest.fixture
-def page(site: str) -> Iterator[object]:
+def page(live_site: str) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -88,12 +47,12 @@ def page(site: str) -> Iterator[object]:
         browser.close()
 
 
-def test_chat_in_a_browser(page, site: str, llm: ScriptedLLM, workspace: Path) -> None:
+def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Path) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=20_000)  # CI machines are slower than a laptop
 
-    page.goto(site + "/")
+    page.goto(live_site + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.fill("input[name=username]", USERNAME)
     page.fill("input[name=password]", PASSWORD)

@@ -15,6 +15,7 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from agent.api.permissions import owns_session
+from agent.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED
 from agent.api.serializers import (
     HealthOut,
     MessageOut,
@@ -41,18 +42,21 @@ def owned_session(request: Request, key: str) -> Session:
 
 
 class SessionList(APIView):
-    @extend_schema(responses=SessionOut(many=True))
+    @extend_schema(responses={200: SessionOut(many=True), **AUTH_ERRORS})
     def get(self, request: Request) -> Response:
         sessions = Session.objects.filter(owner=request.user).order_by("-updated")
         return Response(SessionOut(sessions, many=True).data)
 
 
 class SessionDetail(APIView):
-    @extend_schema(responses=SessionOut)
+    @extend_schema(responses={200: SessionOut, **AUTH_ERRORS, **NOT_FOUND})
     def get(self, request: Request, key: str) -> Response:
         return Response(SessionOut(owned_session(request, key)).data)
 
-    @extend_schema(request=SessionUpdateIn, responses=SessionOut)
+    @extend_schema(
+        request=SessionUpdateIn,
+        responses={200: SessionOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND},
+    )
     def patch(self, request: Request, key: str) -> Response:
         session = owned_session(request, key)
         data = SessionUpdateIn(data=request.data)
@@ -62,14 +66,14 @@ class SessionDetail(APIView):
             session.save(update_fields=["title", "updated"])
         return Response(SessionOut(session).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None, **AUTH_ERRORS, **NOT_FOUND})
     def delete(self, request: Request, key: str) -> Response:
         owned_session(request, key).delete()
         return Response(status=204)
 
 
 class SessionMessages(APIView):
-    @extend_schema(responses=MessageOut(many=True))
+    @extend_schema(responses={200: MessageOut(many=True), **AUTH_ERRORS, **NOT_FOUND})
     def get(self, request: Request, key: str, **kwargs: Any) -> Response:
         session = owned_session(request, key)
         return Response(MessageOut(session.messages.order_by("id"), many=True).data)
@@ -86,7 +90,7 @@ class Health(APIView):
 
 
 class Tools(APIView):
-    @extend_schema(responses=ToolOut(many=True))
+    @extend_schema(responses={200: ToolOut(many=True), **AUTH_ERRORS})
     def get(self, request: Request) -> Response:
         tools = [definition["function"] for definition in tool_registry().definitions()]
         return Response(ToolOut(tools, many=True).data)
@@ -106,7 +110,7 @@ class TaskCreate(APIView):
 
     @extend_schema(
         request=TaskIn,
-        responses={200: TaskOut, 202: TaskOut},
+        responses={200: TaskOut, 202: TaskOut, **INVALID, **AUTH_ERRORS, **THROTTLED, **NO_MODEL},
         description="Run the agent on a prompt. With `wait` (the default) the answer is the "
         "finished task; without, a queued task (202) that the worker runs.",
     )
@@ -126,14 +130,14 @@ class TaskCreate(APIView):
 
 
 class TaskDetail(APIView):
-    @extend_schema(responses=TaskOut)
+    @extend_schema(responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
     def get(self, request: Request, task_id: str) -> Response:
         fail_stale_runs()
         return Response(TaskOut(owned_run(request, task_id)).data)
 
 
 class TaskCancel(APIView):
-    @extend_schema(request=None, responses=TaskOut)
+    @extend_schema(request=None, responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
     def post(self, request: Request, task_id: str) -> Response:
         return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
 
