@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -16,6 +17,23 @@ from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGIN = ("tester", "tester-pass-123")
+
+
+@pytest.fixture
+def ada(db: None) -> Any:
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("ada", password="pw-ada-123")
+
+
+@pytest.fixture
+def api(ada: Any) -> Any:
+    """A DRF client logged in as `ada`."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(ada)
+    return client
 
 
 @pytest.fixture

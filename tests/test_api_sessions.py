@@ -11,18 +11,6 @@ from sessions_app.models import Message, Session
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def ada() -> User:
-    return User.objects.create_user("ada", password="pw-ada-123")
-
-
-@pytest.fixture
-def api(ada: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(ada)
-    return client
-
-
 def make_session(key: str, owner: User | None, title: str = "") -> Session:
     channel, chat_id = key.split(":")
     return Session.objects.create(

@@ -35,18 +35,6 @@ def _fresh_throttle() -> None:
     cache.clear()
 
 
-@pytest.fixture
-def ada() -> User:
-    return User.objects.create_user("ada", password="pw-ada-123")
-
-
-@pytest.fixture
-def api(ada: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(ada)
-    return client
-
-
 def test_health_needs_no_login(llm: ScriptedLLM) -> None:
     response = APIClient().get("/api/health")
     assert response.status_code == 200
