@@ -19,6 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 LOGIN = ("tester", "tester-pass-123")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _close_worker_thread_connections(django_db_setup: None) -> Iterator[None]:
+    """Async tests reach the database from asgiref's worker thread, whose connection
+    outlives them; close it so the test database can be dropped at the end."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+
+
 @pytest.fixture
 def ada(db: None) -> Any:
     from django.contrib.auth.models import User
