@@ -270,6 +270,10 @@ class LLM:
             request["api_base"] = cfg.api_base
         if cfg.api_key:
             request["api_key"] = cfg.api_key
+        elif cfg.api_base:
+            # Local servers (Ollama, LM Studio, llama.cpp) want no key, but the OpenAI client
+            # refuses to start without one.
+            request["api_key"] = "no-key"
         return request
 
     def _cost(self, usage: dict[str, int]) -> float | None:

@@ -90,7 +90,12 @@ def classify(exc: BaseException) -> LLMError:
         status in (400, 413) and any(hint in lowered for hint in _OVERFLOW_HINTS)
     ):
         return error("context_overflow")
-    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
+    missing_key = "api_key" in lowered and "missing" in lowered
+    if (
+        names & {"AuthenticationError", "PermissionDeniedError"}
+        or status in (401, 403)
+        or missing_key
+    ):
         return error("auth")
     if names & {"RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError"}:
         return error("transient")

@@ -185,7 +185,10 @@ SPECTACULAR_SETTINGS = {
 # typed view of them.
 AGENT_MODEL = env.str("AGENT_MODEL", default="")
 AGENT_API_BASE = env.str("AGENT_API_BASE", default="")
-AGENT_API_KEY = env.str("AGENT_API_KEY", default="")
+# A custom server given without AGENT_API_KEY gets OPENAI_API_KEY, as the OpenAI SDK would.
+AGENT_API_KEY = env.str(
+    "AGENT_API_KEY", default=env.str("OPENAI_API_KEY", default="") if AGENT_API_BASE else ""
+)
 AGENT_WORKSPACE = Path(env.str("AGENT_WORKSPACE", default=str(BASE_DIR / "workspace")))
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
 AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)

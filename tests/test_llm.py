@@ -236,3 +236,14 @@ async def test_context_window_override_wins(llm: ScriptedLLM) -> None:
 async def test_context_window_of_a_known_model_comes_from_litellm(llm: ScriptedLLM) -> None:
     window = await make_llm(llm, model="openai/gpt-4o-mini", api_base="").context_window()
     assert window >= 100_000
+
+
+async def test_a_local_server_needs_no_key(llm: ScriptedLLM) -> None:
+    llm.reply("no key needed")
+    response = await make_llm(llm, api_key="").stream([{"role": "user", "content": "x"}])
+    assert response.content == "no key needed"
+
+
+def test_a_missing_key_is_an_auth_error_not_a_retry() -> None:
+    error = classify(ValueError("Missing credentials. Please pass an `api_key`"))
+    assert error.kind == "auth"
