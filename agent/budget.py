@@ -26,7 +26,9 @@ def units(history: list[Message]) -> list[list[Message]]:
     grouped: list[list[Message]] = []
     for message in history:
         if message.get("role") == "tool" and grouped and _expects(grouped[-1], message):
-            grouped[-1].append(message)
+            answered = {m.get("tool_call_id") for m in grouped[-1][1:]}
+            if message.get("tool_call_id") not in answered:  # one result per call
+                grouped[-1].append(message)
         else:
             grouped.append([message])
     return grouped

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from uuid import UUID
 
 from agent import store
 from agent.concurrency import cancel_running, session_lock
@@ -28,6 +29,7 @@ class Command:
 class _Context:
     session: Session
     conf: AgentSettings
+    current_run: UUID | None = None
 
 
 def parse(content: str) -> Command | None:
@@ -42,8 +44,10 @@ async def dispatch(
     *,
     session: Session,
     conf: AgentSettings,
+    current_run: UUID | None = None,
 ) -> str:
-    return await _HANDLERS[command.name](command.args, _Context(session, conf))
+    """Answer `command`. `current_run` is the record the command itself was given, if any."""
+    return await _HANDLERS[command.name](command.args, _Context(session, conf, current_run))
 
 
 async def _help(args: str, ctx: _Context) -> str:
@@ -59,7 +63,7 @@ async def _new(args: str, ctx: _Context) -> str:
 
 async def _stop(args: str, ctx: _Context) -> str:
     # Runs in other processes see the flag within a poll; this process's stop at once.
-    asked = await store.request_stop(session_key=ctx.session.key)
+    asked = await store.request_stop(session_key=ctx.session.key, exclude=ctx.current_run)
     stopped = max(asked, cancel_running(ctx.session.key))
     if not stopped:
         return "No running task to stop."

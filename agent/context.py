@@ -69,3 +69,10 @@ def user_message(content: str, *, now: datetime) -> dict[str, Any]:
     """The newest message as sent to the model, with the clock in front of it."""
     stamp = now.strftime("%A %Y-%m-%d %H:%M %Z").strip()
     return {"role": "user", "content": f"[Current time: {stamp}]\n\n{content}"}
+
+
+def compose_prompt(prompt: str, context: str | None) -> str:
+    """A task's prompt with the caller's extra context (API `context`) below it."""
+    if not context or not context.strip():
+        return prompt
+    return f"{prompt}\n\n## Context\n\n{context}"

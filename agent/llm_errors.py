@@ -69,8 +69,12 @@ def _retry_after(exc: BaseException) -> float | None:
         try:
             return float(value)
         except ValueError:
+            pass
+        try:  # an HTTP date
             when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time()) if when else None
+        except (TypeError, ValueError):
+            return None  # a header we cannot read: back off as if there were none
+        return max(0.0, when.timestamp() - time.time())
     return None
 
 

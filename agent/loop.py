@@ -74,11 +74,13 @@ class AgentLoop:
         self.emit = emit
         self.max_iterations = max_iterations
         self.on_message = on_message or _ignore
+        self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(self, system: Message, history: list[Message], user: Message) -> LoopResult:
         """Run one turn. `user` is the new message; `history` may be trimmed on overflow."""
         turn: list[Message] = [user]
-        result = LoopResult(text="", status="succeeded", iterations=0)
+        # Kept on the loop, so a caller whose turn was cancelled can still read the counts.
+        result = self.result = LoopResult(text="", status="succeeded", iterations=0)
         compressed = False
         while result.iterations < self.max_iterations:
             result.iterations += 1
@@ -159,9 +161,11 @@ class AgentLoop:
                 await self.emit(
                     ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed)
                 )
-                await self._record(turn, _tool_message(call, output), None)
+                # Counted before the write: a stop during it must not answer this call twice
+                # (the write finishes in its thread all the same).
                 done += 1
                 announced = False
+                await self._record(turn, _tool_message(call, output), None)
         except asyncio.CancelledError:
             # Every call needs an answer or the saved history is invalid for the provider;
             # the one that was running also closes its card on the clients.

@@ -75,7 +75,9 @@ async def run_turn(
 
     command = commands.parse(content)
     if command is not None:
-        text = await commands.dispatch(command, session=session, conf=conf)
+        text = await commands.dispatch(
+            command, session=session, conf=conf, current_run=run.pk if run else None
+        )
         await emit(MessageEvent(role="assistant", content=text))
         if run is not None:
             await store.finish_run(run=run, status=Run.Status.SUCCEEDED, text=text)
@@ -98,6 +100,7 @@ async def run_turn(
             else:
                 started = await store.begin_run(run_id=run.pk, model=model_id)
                 if started is None:  # cancelled while it waited for the lock or a worker
+                    await store.cancel_run(run_id=run.pk)
                     return TurnResult(session_key, STOPPED_TEXT, Run.Status.CANCELLED, str(run.pk))
                 run = started
             return await _run_locked(session, run, content, emit=emit, model=model_id, conf=conf)
@@ -120,6 +123,7 @@ async def _run_locked(
         await store.add_message(session=session, run=run, message=message, usage=usage)
 
     watcher = asyncio.create_task(_watch_for_stop(run.pk, asyncio.current_task()))
+    loop: AgentLoop | None = None
     try:
         await save({"role": "user", "content": content}, None)
         tools = build_tools(conf)
@@ -135,9 +139,11 @@ async def _run_locked(
         )
         outcome = await loop.run(system, history, user)
     except asyncio.CancelledError:
-        await asyncio.shield(
-            _close(run, emit, LoopResult(STOPPED_TEXT, "failed", 0), cancelled=True)
-        )
+        watcher.cancel()  # it must not cancel the turn a second time while it closes
+        # What the turn did before the stop still counts: iterations, tools, tokens.
+        stopped = loop.result if loop is not None else LoopResult("", "failed", 0)
+        stopped.text = STOPPED_TEXT
+        await asyncio.shield(_close(run, emit, stopped, cancelled=True))
         raise
     except Exception as exc:  # a bug of ours must still end the run and reach the user as text
         logger.exception("turn %s of %s crashed", run_id, session.key)
@@ -157,8 +163,10 @@ async def _watch_for_stop(run_id: UUID, turn: asyncio.Task[Any] | None) -> None:
     """Cancel the turn when any process asks it to stop; keep its heartbeat going."""
     polls_per_beat = max(1, round(HEARTBEAT_SECONDS / STOP_POLL_SECONDS))
     polls = 0
-    while turn is not None:
+    while turn is not None and not turn.cancelling():
         await asyncio.sleep(STOP_POLL_SECONDS)
+        if turn.cancelling():
+            return
         if await store.stop_requested(run_id=run_id):
             turn.cancel()
             return

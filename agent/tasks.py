@@ -8,6 +8,8 @@ heartbeat stops and the run is marked failed.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from typing import Any
@@ -15,22 +17,20 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from agent.conf import agent_settings
-from agent.errors import InvalidInput, ModelNotConfigured
+from agent.context import compose_prompt
+from agent.errors import InvalidInput, ModelNotConfigured, TurnError
 from agent.fanout import GroupSink
 from agent.service import run_turn
 from sessions_app import services
 from sessions_app.models import Run, Session
 
+logger = logging.getLogger(__name__)
+
 CHANNEL = "api"
 CANCEL_WAIT_SECONDS = 2.0
-
-
-def compose_prompt(prompt: str, context: str | None) -> str:
-    if not context or not context.strip():
-        return prompt
-    return f"{prompt}\n\n## Context\n\n{context}"
 
 
 def submit_task(
@@ -64,16 +64,31 @@ def submit_task(
 
 
 def execute(run: Run, *, owner: Any, model: str | None) -> None:
-    """Run a queued task's turn in this process, to its end."""
+    """Run a queued task's turn in this process, to its end. Never raises: however the
+    turn ends, the run record says so."""
     key = run.session.key
-    async_to_sync(run_turn)(
-        key,
-        run.prompt,
-        channel=CHANNEL,
-        emit=GroupSink(key),
-        model=model or None,
-        owner=owner,
-        run=run,
+    try:
+        async_to_sync(run_turn)(
+            key,
+            run.prompt,
+            channel=CHANNEL,
+            emit=GroupSink(key),
+            model=model or None,
+            owner=owner,
+            run=run,
+        )
+    except asyncio.CancelledError:
+        pass  # stopped by a cancel or /stop; the turn recorded it
+    except TurnError as exc:
+        _fail_if_unfinished(run, str(exc))
+    except Exception as exc:
+        logger.exception("task %s crashed", run.pk)
+        _fail_if_unfinished(run, f"{type(exc).__name__}: {exc}")
+
+
+def _fail_if_unfinished(run: Run, reason: str) -> None:
+    Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
+        status=Run.Status.FAILED, text=reason, error=reason, finished=timezone.now()
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 import environ
@@ -21,7 +22,6 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 DATA_DIR = Path(env.str("AGENT_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
-_INSECURE_KEY = "django-insecure-local-development-key-change-me"
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
@@ -30,9 +30,18 @@ if not SECRET_KEY:
             "export DJANGO_SECRET_KEY=$(python -c "
             "'import secrets; print(secrets.token_urlsafe(50))')"
         )
-    SECRET_KEY = _INSECURE_KEY
+    # A local install gets a random key of its own, kept beside its database, rather than a
+    # well-known one that would let anybody forge its sessions.
+    _key_file = DATA_DIR / "secret_key"
+    if not _key_file.exists():
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        _key_file.touch(mode=0o600)
+        _key_file.write_text(secrets.token_urlsafe(50))
+    SECRET_KEY = _key_file.read_text().strip()
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+# Cookies travel over HTTPS only when the site runs for real (behind TLS).
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
 
 INSTALLED_APPS = [
     "daphne",

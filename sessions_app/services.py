@@ -145,11 +145,21 @@ def archive_messages(*, session: Session) -> int:
     return count
 
 
-def request_stop(*, session_key: str) -> int:
-    """Ask every unfinished run of the session to stop; how many were asked."""
-    return Run.objects.filter(
-        session__key=session_key, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-    ).update(cancel_requested=True)
+@transaction.atomic
+def request_stop(*, session_key: str, exclude: UUID | None = None) -> int:
+    """Stop every unfinished run of the session: queued ones end here, running ones are
+    asked to stop. How many there were."""
+    runs = Run.objects.filter(session__key=session_key)
+    if exclude is not None:
+        runs = runs.exclude(pk=exclude)
+    queued = runs.filter(status=Run.Status.QUEUED).update(
+        status=Run.Status.CANCELLED,
+        cancel_requested=True,
+        text="Stopped.",
+        error="cancelled before it started",
+        finished=timezone.now(),
+    )
+    return queued + runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True)
 
 
 def claim_session(*, key: str, owner: User) -> Session | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -231,3 +232,60 @@ def test_schema_and_docs(api: APIClient) -> None:
     docs = api.get("/api/docs")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
     assert b"cdn" not in docs.content.lower()
+
+
+def test_cancelling_a_running_task_ends_it_cleanly_and_keeps_its_counts(
+    api: APIClient, ada: User, llm: ScriptedLLM
+) -> None:
+    import threading
+
+    from agent.tasks import execute
+
+    llm.tool_call("exec", {"command": "sleep 30"})
+    session = Session.objects.create(key="api:long", channel="api", chat_id="long", owner=ada)
+    run = Run.objects.create(session=session, channel="api", prompt="a long job")
+    worker = threading.Thread(target=execute, args=(run,), kwargs={"owner": ada, "model": None})
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not Message.objects.filter(session=session, role="assistant").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    cancelled = api.post(f"/api/tasks/{run.pk}/cancel").json()
+    worker.join(timeout=20)
+
+    assert not worker.is_alive()  # execute returned instead of dying with CancelledError
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["iterations"] == 1 and cancelled["tools_used"] == ["exec"]
+    assert cancelled["usage"]["total_tokens"] > 0
+    tool_results = Message.objects.filter(session=session, role="tool")
+    assert tool_results.count() == 1
+
+
+def test_slash_stop_through_the_api_cancels_queued_tasks_but_not_itself(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    queued = api.post(
+        "/api/tasks", {"prompt": "later", "session": "api:q", "wait": False}, format="json"
+    ).json()
+    stop = api.post("/api/tasks", {"prompt": "/stop", "session": "api:q"}, format="json").json()
+    assert stop["status"] == "succeeded" and stop["text"] == "Stopped 1 task."
+    assert api.get(f"/api/tasks/{queued['id']}").json()["status"] == "cancelled"
+    assert run_queued_task(queued["id"]) == "cancelled"
+    again = api.post("/api/tasks", {"prompt": "/stop", "session": "api:q"}, format="json").json()
+    assert again["text"] == "No running task to stop."
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize(
+    "key", ["cli:direct", "heartbeat", "cron:1", "web:" + "x" * 191, "api:", "api:has space"]
+)
+def test_only_api_and_web_sessions_are_reachable(api: APIClient, key: str) -> None:
+    response = api.post("/api/tasks", {"prompt": "hi", "session": key}, format="json")
+    assert response.status_code == 400 and "session" in response.json()
+
+
+def test_prompt_and_context_together_are_limited(api: APIClient) -> None:
+    body = {"prompt": "x" * 60_000, "context": "y" * 60_000}
+    response = api.post("/api/tasks", body, format="json")
+    assert response.status_code == 400 and "context" in response.json()

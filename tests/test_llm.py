@@ -247,3 +247,12 @@ async def test_a_local_server_needs_no_key(llm: ScriptedLLM) -> None:
 def test_a_missing_key_is_an_auth_error_not_a_retry() -> None:
     error = classify(ValueError("Missing credentials. Please pass an `api_key`"))
     assert error.kind == "auth"
+
+
+def test_an_unreadable_retry_after_is_ignored() -> None:
+    class Throttled(Exception):
+        status_code = 429
+        headers = {"retry-after": "soon"}
+
+    error = classify(Throttled("slow down"))
+    assert error.kind == "transient" and error.retry_after is None

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agent.context import compose_prompt
 from agent.errors import MAX_MESSAGE_CHARS, MODEL_NAME
 from sessions_app.models import Message, Run, Session
 
@@ -33,7 +36,9 @@ class MessageOut(serializers.ModelSerializer):
         ]
 
 
-SESSION_KEY = r"^[A-Za-z0-9_.:@-]{1,255}$"
+# The API continues its own sessions and the user's web chats; the command line's,
+# scheduled jobs' and the heartbeat's belong to no user and are not reachable from here.
+SESSION_KEY = r"^(api|web):[A-Za-z0-9_.@-]{1,190}$"
 
 
 class StrictCharField(serializers.CharField):
@@ -53,7 +58,7 @@ class TaskIn(serializers.Serializer):
     session = serializers.RegexField(
         SESSION_KEY,
         required=False,
-        help_text="A session key such as api:reports; new keys start a new session.",
+        help_text="`api:<name>` or `web:<chat id>`; a new key starts a new session.",
     )
     model = serializers.RegexField(MODEL_NAME, max_length=200, required=False)
     wait = serializers.BooleanField(default=True)
@@ -62,6 +67,13 @@ class TaskIn(serializers.Serializer):
         if not value.strip():
             raise serializers.ValidationError("This field may not be blank.")
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if len(compose_prompt(attrs["prompt"], attrs.get("context"))) > MAX_MESSAGE_CHARS:
+            raise serializers.ValidationError(
+                {"context": [f"prompt and context together exceed {MAX_MESSAGE_CHARS} characters"]}
+            )
+        return attrs
 
 
 class UsageOut(serializers.Serializer):
