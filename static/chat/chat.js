@@ -48,6 +48,8 @@ const state = {
   lastFrame: "",
   stopTimer: 0,
   refreshTimer: 0,
+  outbox: [], // messages written while the socket was (re)connecting; sent on `history`
+  outboxNotice: null,
 };
 
 const conv = new Conversation({
@@ -104,6 +106,7 @@ function notice(message, kind = "error") {
   });
   dom.notices.append(node);
   while (dom.notices.childElementCount > 3) dom.notices.firstElementChild.remove();
+  return node;
 }
 
 function updateHeader() {
@@ -261,6 +264,7 @@ function handleFrame(f) {
       conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
       setRunning(Boolean(f.running), f.run_id);
       updateHeader();
+      flushOutbox();
       break;
     case "thinking_started":
       setRunning(true, f.run_id);
@@ -366,18 +370,36 @@ function updateHint() {
 function submitMessage() {
   const text = dom.composer.value;
   if (!text.trim() || state.fatal) return;
-  if (!send({ type: "message", content: text })) {
-    notice("Not connected right now; your message is still in the box. Reconnecting…", "warning");
+  if (send({ type: "message", content: text })) {
+    conv.addUser(text, { pending: true });
+  } else {
+    // Not connected yet (the page is still opening its socket, or reconnecting): keep the
+    // message and send it as soon as the server has sent the history.
+    state.outbox.push(text);
+    if (!state.outboxNotice || !state.outboxNotice.isConnected) {
+      state.outboxNotice = notice("Connecting… your message will be sent as soon as the connection is up.", "warning");
+    }
     if (!state.socket) {
       state.attempt = 0;
       connect();
     }
-    return;
   }
-  conv.addUser(text, { pending: true });
   dom.composer.value = "";
   autoGrow();
   updateHint();
+}
+
+function flushOutbox() {
+  while (state.outbox.length) {
+    const text = state.outbox[0];
+    if (!send({ type: "message", content: text })) return;
+    state.outbox.shift();
+    conv.addUser(text, { pending: true });
+  }
+  if (state.outboxNotice) {
+    state.outboxNotice.remove();
+    state.outboxNotice = null;
+  }
 }
 
 function stopTurn() {
@@ -416,6 +438,7 @@ function switchChat(chatId, { push = true } = {}) {
   if (chatId === state.chatId && (state.socket || state.fatal)) return;
   disconnect();
   state.chatId = chatId;
+  state.outbox = [];
   state.fatal = false;
   state.attempt = 0;
   state.model = "";
