@@ -9,6 +9,7 @@ one frame per token would overflow it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 
@@ -32,6 +33,7 @@ SHARED_TYPES = frozenset(
     }
 )
 HANDLER = "session.event"
+PUBLISH_TIMEOUT = 5.0
 
 
 def group_name(session_key: str) -> str:
@@ -44,11 +46,13 @@ async def publish(session_key: str, event: Event, *, origin: str = "") -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": HANDLER, "frame": event.to_dict(), "origin": origin}
     try:
-        await layer.group_send(
-            group_name(session_key), {"type": HANDLER, "frame": event.to_dict(), "origin": origin}
-        )
-    except Exception:  # a full or unreachable layer must not break the turn
+        # A layer that hangs (Redis gone away) must not hold up the turn.
+        await asyncio.wait_for(layer.group_send(group_name(session_key), message), PUBLISH_TIMEOUT)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # a full, slow or unreachable layer must not break the turn
         logger.warning("could not publish %s to %s", event.type, session_key, exc_info=True)
 
 

@@ -34,6 +34,8 @@ STOPPED_TEXT = "Stopped."
 # How often a running turn checks whether another process asked it to stop.
 STOP_POLL_SECONDS = 0.5
 
+_closing: set[asyncio.Future[Any]] = set()
+
 
 @dataclass
 class TurnResult:
@@ -143,7 +145,12 @@ async def _run_locked(
         # What the turn did before the stop still counts: iterations, tools, tokens.
         stopped = loop.result if loop is not None else LoopResult("", "failed", 0)
         stopped.text = STOPPED_TEXT
-        await asyncio.shield(_close(run, emit, stopped, cancelled=True))
+        # Closing the record must finish even if another cancel arrives meanwhile; the loop
+        # keeps only weak references to tasks, so this one is held until it is done.
+        closing = asyncio.ensure_future(_close(run, emit, stopped, cancelled=True))
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+        await asyncio.shield(closing)
         raise
     except Exception as exc:  # a bug of ours must still end the run and reach the user as text
         logger.exception("turn %s of %s crashed", run_id, session.key)
@@ -167,7 +174,7 @@ async def _watch_for_stop(run_id: UUID, turn: asyncio.Task[Any] | None) -> None:
         await asyncio.sleep(STOP_POLL_SECONDS)
         if turn.cancelling():
             return
-        if await store.stop_requested(run_id=run_id):
+        if await store.stop_requested(run_id=run_id) and not turn.cancelling():
             turn.cancel()
             return
         polls += 1

@@ -198,3 +198,18 @@ async def test_workspace_is_created_when_missing(tmp_path: Path) -> None:
     tool = ExecTool(Workspace(tmp_path / "fresh"), timeout=5)
     assert (await tool.execute(command="pwd")).endswith("Exit code: 0")
     assert (tmp_path / "fresh").is_dir()
+
+
+@pytest.mark.parametrize("yields", [0, 1, 2, 3])
+async def test_cancel_while_the_process_starts_does_not_wait_for_it(
+    tmp_path: Path, yields: int
+) -> None:
+    tool = ExecTool(Workspace(tmp_path), timeout=30)
+    task = asyncio.create_task(tool.execute(command="sleep 30"))
+    for _ in range(yields):  # land the cancel at different points of the start-up
+        await asyncio.sleep(0)
+    task.cancel()
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert time.monotonic() - started < 3

@@ -136,15 +136,26 @@ class ExecTool(Tool):
     async def _run(self, command: str, cwd: Path, seconds: int) -> str:
         keep = max(self.output_limit // 2, 1)
         stdout, stderr = _HeadTail(keep), _HeadTail(keep)
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            env=self.env,
-            start_new_session=True,
+        starting = asyncio.ensure_future(
+            asyncio.create_subprocess_shell(
+                command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=self.env,
+                start_new_session=True,
+            )
         )
+        try:
+            proc = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Cancelled while the process starts, asyncio would kill the shell and then wait
+            # for its pipes to close, i.e. for every child to finish on its own. Let the start
+            # complete instead, then kill the whole group at once.
+            proc = await starting
+            _kill_group(proc.pid)
+            raise
 
         async def communicate() -> int:
             await asyncio.gather(_pump(proc.stdout, stdout), _pump(proc.stderr, stderr))
