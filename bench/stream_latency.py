@@ -59,13 +59,13 @@ async def one_session(url: str, index: int, delays: list[float]) -> int:
                 for stamp in STAMP.findall(frame["content"]):
                     delays.append((now - int(stamp)) / 1e6)
                     received += 1
-            elif frame["type"] == "message":
+            elif frame["type"] == "message" and frame.get("role") == "assistant":
                 return received
             elif frame["type"] == "error":
                 raise RuntimeError(frame["message"])
 
 
-async def measure(url: str, sessions: int, offset: int) -> None:
+async def measure(url: str, sessions: int, offset: int, note: str = "") -> None:
     delays: list[float] = []
     started = time.perf_counter()
     counts = await asyncio.gather(*(one_session(url, offset + i, delays) for i in range(sessions)))
@@ -76,7 +76,7 @@ async def measure(url: str, sessions: int, offset: int) -> None:
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     print(
         f"{sessions:>3} session(s): {total:>7} chunks in {elapsed:6.2f} s = "
-        f"{total / elapsed:9.0f} chunks/s   delay p50 {p50:7.2f} ms   p99 {p99:8.2f} ms"
+        f"{total / elapsed:9.0f} chunks/s   delay p50 {p50:7.2f} ms   p99 {p99:8.2f} ms{note}"
     )
 
 
@@ -175,7 +175,8 @@ def main() -> None:
         )
 
         async def run() -> None:
-            await measure(url, 1, 10_000)  # warm-up: imports, connections, first queries
+            # Imports, connections and first queries make the first answer slow.
+            await measure(url, 1, 10_000, "   (warm-up)")
             for offset, sessions in enumerate(args.sessions):
                 await measure(url, sessions, offset * 1000)
 
