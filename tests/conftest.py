@@ -62,6 +62,21 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def ws(workspace: Path) -> Path:
+    """The workspace, under the short name the tool tests use."""
+    return workspace
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace that the fence must keep tools out of."""
+    target = tmp_path / "outside"
+    target.mkdir()
+    (target / "secret.txt").write_text("top secret\n")
+    return target
+
+
+@pytest.fixture
 def agent_settings(settings, llm: ScriptedLLM, workspace: Path, tmp_path: Path):
     """Django settings pointing the agent at the scripted model and a fresh workspace."""
     settings.AGENT_MODEL = "openai/scripted"

@@ -11,14 +11,6 @@ from agent.tools.guards import GuardError, Workspace, cap_output, check_command
 
 
 @pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    target = tmp_path / "outside"
-    target.mkdir()
-    (target / "secret.txt").write_text("secret")
-    return target
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)

@@ -11,21 +11,6 @@ from agent.tools import files as files_module
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    target = tmp_path / "outside"
-    target.mkdir()
-    (target / "secret.txt").write_text("top secret\n")
-    return target
-
-
-@pytest.fixture
 def tools(ws: Path) -> ToolRegistry:
     return build_registry(workspace=ws, exec_timeout=1)
 
