@@ -104,6 +104,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 20,
         }
     )
+    # Tests use a file too: in-memory SQLite locks whole tables between threads instead of
+    # waiting, unlike the WAL file every real run uses.
+    DATABASES["default"].setdefault("TEST", {"NAME": str(DATA_DIR / "test.sqlite3")})
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
