@@ -22,6 +22,9 @@ class AgentSettings:
     memory_window: int
     restrict_to_workspace: bool
     exec_timeout: int
+    exec_network: bool
+    exec_max_processes: int
+    exec_memory_mb: int
     web_allow_private: bool
     heartbeat_interval: int
     llm_timeout: float
@@ -46,6 +49,9 @@ def agent_settings() -> AgentSettings:
         memory_window=settings.AGENT_MEMORY_WINDOW,
         restrict_to_workspace=settings.AGENT_RESTRICT_TO_WORKSPACE,
         exec_timeout=settings.AGENT_EXEC_TIMEOUT,
+        exec_network=settings.AGENT_EXEC_NETWORK,
+        exec_max_processes=settings.AGENT_EXEC_MAX_PROCESSES,
+        exec_memory_mb=settings.AGENT_EXEC_MEMORY_MB,
         web_allow_private=settings.AGENT_WEB_ALLOW_PRIVATE,
         heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
         llm_timeout=settings.AGENT_LLM_TIMEOUT,

@@ -24,7 +24,7 @@ from agent.errors import ModelNotConfigured, validate_content, validate_model_na
 from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted, discard
 from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
-from agent.tools import build_registry
+from agent.tools import Limits, build_registry
 from agent.tools.registry import ToolRegistry
 from sessions_app.models import HEARTBEAT_SECONDS, Run, Session
 
@@ -234,6 +234,11 @@ def build_tools(conf: AgentSettings) -> ToolRegistry:
         restrict_to_workspace=conf.restrict_to_workspace,
         exec_timeout=conf.exec_timeout,
         exec_env=conf.exec_env,
+        exec_limits=Limits(
+            max_processes=conf.exec_max_processes,
+            memory_mb=conf.exec_memory_mb,
+            network=conf.exec_network,
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from agent.tools.files import (
 )
 from agent.tools.guards import GuardError, Workspace, cap_output, check_command
 from agent.tools.registry import ToolRegistry
+from agent.tools.sandbox import Limits
 from agent.tools.shell import ExecTool
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ __all__ = [
     "ExecTool",
     "GlobTool",
     "GuardError",
+    "Limits",
     "ListDirTool",
     "ReadFileTool",
     "Tool",
@@ -46,11 +48,13 @@ def build_registry(
     restrict_to_workspace: bool = True,
     exec_timeout: int = 60,
     exec_env: Mapping[str, str] | None = None,
+    exec_limits: Limits | None = None,
 ) -> ToolRegistry:
     """A registry with the file tools and ``exec``, all fenced to ``workspace``.
 
-    ``exec_env`` is the environment for shell commands; None inherits the server's, so
-    pass a scrubbed mapping when the server's environment holds secrets.
+    ``exec_env`` is the environment shell commands start from; None inherits the server's,
+    so pass a scrubbed mapping when the server's environment holds secrets. ``exec_limits``
+    bounds what a sandboxed command may use.
     """
     ws = Workspace(workspace, restrict=restrict_to_workspace)
     ws.root.mkdir(parents=True, exist_ok=True)
@@ -62,7 +66,7 @@ def build_registry(
         AppendFileTool(ws),
         ListDirTool(ws),
         GlobTool(ws),
-        ExecTool(ws, timeout=exec_timeout, env=exec_env),
+        ExecTool(ws, timeout=exec_timeout, env=exec_env, limits=exec_limits),
     ):
         registry.register(tool)
     return registry

@@ -1,5 +1,10 @@
 """The ``exec`` tool: run a shell command in the workspace with a deny policy, a timeout
-that kills the whole process group, and capped output."""
+that kills every process it started, and capped output.
+
+With the workspace restriction on (the default), commands run in the bubblewrap sandbox
+of `agent.tools.sandbox`, and `exec` refuses to run at all where there is none. With it
+off, they run on the host as the server's user, without its secrets in their environment.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any
 
 from agent.tools.base import Tool, ToolError
 from agent.tools.guards import Workspace, cap_output, check_command, cut_note
+from agent.tools.sandbox import INSTALL_HINT, Limits, SandboxUnavailable, find_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -60,18 +66,32 @@ async def _pump(stream: asyncio.StreamReader | None, sink: _HeadTail) -> None:
 
 
 def _kill_group(pid: int) -> None:
-    # start_new_session=True made the shell a session and group leader, so its pid is the
-    # group id and the group outlives the shell as long as any child is alive.
+    # start_new_session=True made the process (the shell, or bwrap with the sandbox's init
+    # beside it) a session and group leader, so its pid is the group id and the group
+    # outlives it as long as any member is alive. A sandbox's other processes die with
+    # its PID namespace once its init is gone.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _signal_note(code: int) -> str:
+    if code >= 0:
+        return ""
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return ""
+    if name == "SIGKILL":
+        return " (killed: out of memory or over a limit)"
+    return f" (killed by {name})"
 
 
 class ExecTool(Tool):
     name = "exec"
     description = (
         "Run a shell command in the workspace and return its stdout, stderr and exit code. "
-        "stdin is empty; the command is killed (with all its child processes) on timeout. "
-        "Long output is cut in the middle."
+        "stdin is empty; the command is killed (with all its child processes) on timeout, "
+        "and background processes end with it. Long output is cut in the middle."
     )
 
     def __init__(
@@ -82,14 +102,22 @@ class ExecTool(Tool):
         max_timeout: int | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.workspace = workspace
         self.timeout = timeout
         self.max_timeout = max_timeout if max_timeout is not None else timeout
         self.output_limit = output_limit
-        # None inherits the server's environment; callers that hold secrets there should
-        # pass a scrubbed mapping.
+        # The environment commands start from (the sandbox keeps only its locale of it).
+        # None inherits the server's; callers that hold secrets there pass a scrubbed one.
         self.env = dict(env) if env is not None else None
+        self.limits = limits or Limits()
+        if not workspace.restrict:
+            self.description += " Commands run on the host, outside any sandbox."
+        elif self.limits.network:
+            self.description += " Commands run in a sandbox; the network is available."
+        else:
+            self.description += " Commands run in a sandbox without network access."
         self.parameters = {
             "type": "object",
             "properties": {
@@ -121,7 +149,37 @@ class ExecTool(Tool):
         cwd = self._working_dir(kwargs.get("working_dir"))
         requested = kwargs.get("timeout") or self.timeout
         timeout = max(1, min(int(requested), self.max_timeout))
-        return await self._run(command, cwd, timeout)
+        if not self.workspace.restrict:
+            return await self._run(["/bin/sh", "-c", command], timeout, cwd=cwd, env=self.env)
+        try:
+            sandbox = await asyncio.to_thread(find_sandbox)
+        except SandboxUnavailable as exc:
+            logger.warning("exec refused: no sandbox: %s", exc)
+            raise ToolError(
+                f"exec is disabled on this server: it has no sandbox to run commands in "
+                f"({exc}). The file tools still work. An administrator can {INSTALL_HINT}, "
+                "or turn AGENT_RESTRICT_TO_WORKSPACE off to run commands unfenced."
+            ) from None
+        try:
+            launch = sandbox.prepare(
+                command,
+                workspace=self.workspace.root,
+                cwd=cwd,
+                cpu_seconds=timeout,
+                limits=self.limits,
+                env=self.env if self.env is not None else os.environ,
+            )
+        except OSError as exc:
+            logger.error("could not set up the sandbox: %s", exc)
+            raise ToolError(f"could not set up the sandbox for this command: {exc}") from None
+        try:
+            # bwrap itself gets no more of the server's environment than the sandbox does.
+            return await self._run(
+                launch.argv, timeout, env={"PATH": os.defpath}, pass_fds=launch.pass_fds
+            )
+        finally:
+            # Its processes may take a moment to die after a kill; the cgroup waits for them.
+            await asyncio.shield(asyncio.to_thread(launch.close))
 
     def _working_dir(self, working_dir: str | None) -> Path:
         if not working_dir:
@@ -133,17 +191,26 @@ class ExecTool(Tool):
             raise ToolError(f"working directory not found: {working_dir}")
         return cwd
 
-    async def _run(self, command: str, cwd: Path, seconds: int) -> str:
+    async def _run(
+        self,
+        argv: list[str],
+        seconds: int,
+        *,
+        env: Mapping[str, str] | None,
+        cwd: Path | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> str:
         keep = max(self.output_limit // 2, 1)
         stdout, stderr = _HeadTail(keep), _HeadTail(keep)
         starting = asyncio.ensure_future(
-            asyncio.create_subprocess_shell(
-                command,
+            asyncio.create_subprocess_exec(
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd,
-                env=self.env,
+                env=env,
+                pass_fds=pass_fds,
                 start_new_session=True,
             )
         )
@@ -189,5 +256,5 @@ class ExecTool(Tool):
         if code is not None:
             if not parts:
                 parts.append("(no output)")
-            parts.append(f"Exit code: {code}")
+            parts.append(f"Exit code: {code}{_signal_note(code)}")
         return cap_output("\n".join(parts), self.output_limit + 200)

@@ -1,0 +1,317 @@
+"""Attacks on the host through `exec` and the file tools, tried as an ordinary user's agent
+would: with the workspace restriction on, each one must stay refused."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from agent.tools import Limits, ToolRegistry, build_registry
+from agent.tools import sandbox as sandbox_module
+from agent.tools.guards import Workspace
+from agent.tools.sandbox import sandbox_env
+from agent.tools.shell import ExecTool
+from tests.test_tools_exec import host_processes, wait_gone
+
+SECRET = "sk-planted-secret-4f1d9"
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.fixture
+def tools(workspace: Path) -> ToolRegistry:
+    """What an ordinary user's agent gets: every secret of the server within reach of its
+    environment, were it not scrubbed."""
+    server_env = {**os.environ, "AGENT_API_KEY": SECRET, "DJANGO_SUPERUSER_PASSWORD": SECRET}
+    return build_registry(
+        workspace=workspace,
+        exec_timeout=5,
+        exec_env=server_env,
+        exec_limits=Limits(max_processes=32, memory_mb=256),
+    )
+
+
+@pytest.fixture
+def planted_secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A secret in this (the server's) process environment, as a real deployment has."""
+    monkeypatch.setenv("AGENT_API_KEY", SECRET)
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", SECRET)
+    return SECRET
+
+
+async def run(tools: ToolRegistry, command: str, **arguments: object) -> str:
+    return await tools.execute("exec", {"command": command, **arguments})
+
+
+async def test_the_server_environment_cannot_be_read(tools: ToolRegistry, planted_secret: str):
+    result = await run(
+        tools,
+        "env; cat /proc/$PPID/environ /proc/1/environ; "
+        "for p in /proc/[0-9]*; do cat $p/environ; done; echo end",
+    )
+    assert "end" in result
+    assert planted_secret not in result
+    assert "DJANGO_SETTINGS_MODULE" not in result
+
+
+async def test_the_command_environment_holds_no_secret_names(tools: ToolRegistry) -> None:
+    names = {line.split("=", 1)[0] for line in (await run(tools, "env")).splitlines()[:-1]}
+    fixed = {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "PWD"}
+    assert fixed <= names <= fixed | {"TZ", "LANGUAGE"} | {n for n in names if n[:3] == "LC_"}
+
+
+def test_only_the_locale_of_the_server_environment_reaches_the_sandbox() -> None:
+    server = {
+        "LANG": "de_DE.UTF-8",
+        "LC_TIME": "C",
+        "TZ": "Europe/Berlin",
+        "GITHUB_TOKEN": SECRET,
+        "OPENAI_API_KEY": SECRET,
+        "DATABASE_URL": "postgres://u:p@h/db",
+        "REDIS_URL": "redis://h",
+        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+        "SOME_SECRET": SECRET,
+    }
+    env = sandbox_env(server)
+    assert {env["LANG"], env["LC_TIME"], env["TZ"]} == {"de_DE.UTF-8", "C", "Europe/Berlin"}
+    assert not set(env) & {"GITHUB_TOKEN", "OPENAI_API_KEY", "DATABASE_URL", "SOME_SECRET"}
+
+
+def test_unfenced_commands_inherit_no_secret_either() -> None:
+    names = set(settings.AGENT_EXEC_ENV)
+    for fragment in ("KEY", "TOKEN", "PASSWORD", "SECRET", "DATABASE_URL", "REDIS_URL"):
+        assert not any(fragment in name.upper() for name in names), fragment
+    assert "DJANGO_SETTINGS_MODULE" not in names
+
+
+async def test_the_project_database_and_secret_key_are_not_there(tools: ToolRegistry) -> None:
+    data_dir = Path(settings.DATA_DIR)
+    targets = [ROOT, ROOT / "manage.py", data_dir, data_dir / "secret_key", Path.home()]
+    result = await run(tools, " ; ".join(f"ls -d '{target}'" for target in targets))
+    for target in targets:
+        assert f"cannot access '{target}'" in result, target
+    assert "top secret" not in await run(tools, "cat /tmp/*/outside/secret.txt; ls /")
+
+
+async def test_only_what_a_shell_needs_is_visible(tools: ToolRegistry, workspace: Path) -> None:
+    listing = await run(tools, "ls /; ls /etc")
+    top = set(listing.split("\n\n")[0].splitlines()) if "\n\n" in listing else set()
+    assert "root" not in listing.split() and "home" not in listing.split()
+    assert "shadow" not in listing and "sudoers" not in listing
+    assert top <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin"} | {
+        "tmp",
+        "usr",
+        workspace.parts[1],
+    }
+    assert "uid=1000(agent)" in await run(tools, "id")
+
+
+async def test_the_server_processes_are_not_visible(tools: ToolRegistry) -> None:
+    result = await run(tools, "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '")
+    assert int(result.splitlines()[0]) < 10  # the sandbox's own few processes
+    assert result.splitlines()[1].startswith(shutil.which("bwrap") or "bwrap")
+
+
+async def test_only_the_workspace_is_writable(tools: ToolRegistry, workspace: Path) -> None:
+    places = ["/x", "/usr/x", "/etc/x", "/bin/x", "/dev/x", "/proc/x", "/sys/x", "/run/x"]
+    result = await run(
+        tools, f"echo ok > mine.txt; echo ok > /tmp/scratch; touch {' '.join(places)}"
+    )
+    assert (workspace / "mine.txt").read_text() == "ok\n"
+    for place in places:
+        assert f"cannot touch '{place}'" in result
+    assert result.count("cannot touch") == len(places)  # the private /tmp is writable
+    assert not os.path.exists("/usr/x") and not os.path.exists("/x")
+
+
+async def test_a_link_to_the_database_leads_nowhere(tools: ToolRegistry) -> None:
+    db = Path(settings.DATABASES["default"]["NAME"])
+    result = await run(tools, f"ln -s '{db}' db.lnk && cat db.lnk")
+    assert "No such file or directory" in result
+    read = await tools.execute("read_file", {"path": "db.lnk"})
+    assert read.startswith("Error") and "outside the workspace" in read
+
+
+async def test_background_and_detached_processes_end_with_the_call(tools: ToolRegistry) -> None:
+    result = await run(
+        tools,
+        "sleep 3031 & setsid sleep 3032 & nohup sleep 3033 >/dev/null 2>&1 & "
+        "(sleep 3034 &) ; setsid -f sleep 3035; echo started",
+    )
+    assert result == "started\nExit code: 0"
+    assert await wait_gone("sleep 303"), host_processes("sleep 303")
+
+
+async def test_a_fork_bomb_is_capped_and_cleaned_up(tools: ToolRegistry) -> None:
+    baseline = len(host_processes(""))
+    peak = baseline
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, len(host_processes("")))
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch())
+    started = time.monotonic()
+    result = await run(tools, "f(){ f&f; }; f", timeout=3)
+    watcher.cancel()
+    assert time.monotonic() - started < 6
+    assert "fork" in result.lower()  # the shell reports the forks it was refused
+    # 32 processes for the bomb, a few for the sandbox itself, some slack for the host.
+    assert peak - baseline <= 32 + 10, peak - baseline
+    await asyncio.sleep(0.5)
+    assert len(host_processes("")) <= baseline + 2
+
+
+async def test_the_process_count_is_capped(tools: ToolRegistry) -> None:
+    result = await run(tools, "for i in $(seq 100); do sleep 3041 & done; wait")
+    assert "Cannot fork" in result
+    assert await wait_gone("sleep 3041")
+
+
+async def test_limits_are_set_for_every_process(tools: ToolRegistry) -> None:
+    limits = await run(tools, "cat /proc/self/limits", timeout=4)
+    rows = {line[:26].strip(): line[26:].split() for line in limits.splitlines()[1:-1]}
+    assert rows["Max processes"][:2] == ["32", "32"]
+    assert rows["Max cpu time"][:2] == ["4", "4"]
+    assert rows["Max data size"][:2] == [str(256 * 1024 * 1024)] * 2
+    assert rows["Max core file size"][:2] == ["0", "0"]
+
+
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to allocate")
+async def test_memory_is_capped(tools: ToolRegistry) -> None:
+    result = await run(tools, "python3 -c 'bytearray(400 * 1024 * 1024)'")
+    assert "MemoryError" in result
+
+
+async def test_cpu_time_is_capped_by_the_timeout(tools: ToolRegistry) -> None:
+    started = time.monotonic()
+    result = await run(tools, "while :; do :; done", timeout=2)
+    assert result.startswith("Error: command timed out after 2 seconds")
+    assert time.monotonic() - started < 5
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP port on the host's loopback that accepts connections."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def connect_command(port: int) -> str:
+    return (
+        f'python3 -c \'import socket; socket.create_connection(("127.0.0.1", {port}), 2); '
+        'print("connected")\''
+    )
+
+
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to connect")
+async def test_the_network_is_off(tools: ToolRegistry, listener: int) -> None:
+    result = await run(tools, connect_command(listener))
+    assert "connected" not in result and "Error" in result
+
+
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to connect")
+async def test_a_setting_turns_the_network_on(workspace: Path, listener: int) -> None:
+    tool = ExecTool(Workspace(workspace), timeout=5, limits=Limits(network=True))
+    assert "connected" in await tool.execute(command=connect_command(listener))
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A machine without bubblewrap on its PATH."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    sandbox_module._probe.cache_clear()
+    yield
+    sandbox_module._probe.cache_clear()
+
+
+async def test_without_a_sandbox_exec_refuses_instead_of_running_unfenced(
+    no_sandbox: None, workspace: Path
+) -> None:
+    assert "bubblewrap" in (sandbox_module.unavailable_reason() or "")
+    tool = ExecTool(Workspace(workspace), timeout=5, env={})
+    registry = ToolRegistry()
+    registry.register(tool)
+    result = await registry.execute("exec", {"command": "touch ran.txt"})
+    assert result.startswith("Error: exec is disabled on this server")
+    assert "apt install bubblewrap" in result
+    assert not (workspace / "ran.txt").exists()
+
+
+async def test_without_the_restriction_exec_runs_unfenced(no_sandbox: None, workspace: Path):
+    tool = ExecTool(Workspace(workspace, restrict=False), timeout=5, env={"PATH": os.defpath})
+    assert await tool.execute(command="echo unfenced") == "unfenced\nExit code: 0"
+
+
+RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+def _ordinary_user_python() -> str | None:
+    """Why the ordinary-user test cannot run here, or None when it can."""
+    if os.geteuid() != 0 or RUNUSER is None:
+        return "needs root and runuser to switch to an ordinary user (as one, the others cover it)"
+    if not SYSTEM_PYTHON.exists():
+        return "needs the system's python3"
+    version = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        return f"the system's python3 {version} cannot load this interpreter's packages"
+    return None
+
+
+@pytest.mark.skipif(_ordinary_user_python() is not None, reason=str(_ordinary_user_python()))
+def test_as_an_ordinary_user_the_process_cap_holds_without_cgroups() -> None:
+    """Most servers run as an ordinary user: there the kernel's per-user process limit,
+    counted per sandbox, is what caps a fork bomb."""
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)  # pytest's own temporary folders are root's alone
+        workspace = Path(folder, "nobody-ws")
+        workspace.mkdir()
+        shutil.chown(workspace, user="nobody")
+        _exec_as_nobody(workspace, Path(folder))
+
+
+def _exec_as_nobody(workspace: Path, cwd: Path) -> None:
+    script = (
+        "import asyncio\n"
+        "from agent.tools.guards import Workspace\n"
+        "from agent.tools.sandbox import Limits, find_sandbox\n"
+        "from agent.tools.shell import ExecTool\n"
+        "assert find_sandbox().cgroups is None\n"
+        f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=5, limits=Limits(16), env={{}})\n"
+        "print(asyncio.run(tool.execute(command='id -un; f(){ f&f; }; f')))\n"
+    )
+    site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    done = subprocess.run(
+        [str(RUNUSER), "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", script],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site_packages}"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("agent\n")
+    assert "Cannot fork" in done.stdout
