@@ -6,16 +6,22 @@ UV_VERSION := 0.13.8
 HOST ?= 127.0.0.1
 PORT ?= 8000
 export UV_PROJECT_ENVIRONMENT := $(VENV)
+# A local install's own secret key, read by agentsite/settings.py when DJANGO_SECRET_KEY is unset.
+SECRET_KEY_FILE := $(or $(AGENT_DATA_DIR),data)/secret_key
 
 .PHONY: install run test lint typecheck bench clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(SECRET_KEY_FILE)
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@test -x $(VENV)/bin/uv || $(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(VENV)/bin/uv sync --frozen --compile-bytecode --quiet
 	@touch $@
+
+$(SECRET_KEY_FILE):
+	@mkdir -p $(@D)
+	@umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
 
 run: install
 	$(PY) manage.py migrate --noinput -v0

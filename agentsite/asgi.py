@@ -8,19 +8,14 @@ django_asgi_app = get_asgi_application()
 # Imported after the app registry is ready: these modules touch models and settings.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from agent.llm import preload  # noqa: E402
 from agent.routing import websocket_urlpatterns  # noqa: E402
 from agent.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
 
-# Static files (the chat page, the admin) are served by the same process: the site runs
-# as one daphne process with no web server in front, so there is nobody else to do it.
-http_app = ASGIStaticFilesHandler(django_asgi_app)
-
 application = ProtocolTypeRouter(
     {
-        "http": http_app,
+        "http": django_asgi_app,
         "websocket": SameSiteOriginValidator(
             AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
         ),

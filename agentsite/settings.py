@@ -21,27 +21,32 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DATA_DIR = Path(env.str("AGENT_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+# `make install` writes a random key here, so that a local install has one of its own
+# rather than a well-known one that would let anybody forge its sessions.
+SECRET_KEY_FILE = DATA_DIR / "secret_key"
+if not SECRET_KEY and SECRET_KEY_FILE.exists():
+    SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is not set. A production start (DJANGO_DEBUG=false) needs one: "
-            "export DJANGO_SECRET_KEY=$(python -c "
+            f"No secret key: set DJANGO_SECRET_KEY, or run `make install`, which writes one "
+            f"to {SECRET_KEY_FILE}. For example: export DJANGO_SECRET_KEY=$(python3 -c "
             "'import secrets; print(secrets.token_urlsafe(50))')"
         )
-    # A local install gets a random key of its own, kept beside its database, rather than a
-    # well-known one that would let anybody forge its sessions.
-    _key_file = DATA_DIR / "secret_key"
-    if not _key_file.exists():
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
-        _key_file.touch(mode=0o600)
-        _key_file.write_text(secrets.token_urlsafe(50))
-    SECRET_KEY = _key_file.read_text().strip()
+    SECRET_KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SECRET_KEY_FILE.touch(mode=0o600)
+    SECRET_KEY_FILE.write_text(secrets.token_urlsafe(50))
+    SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
-# Cookies travel over HTTPS only when the site runs for real (behind TLS).
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
+# Cookies travel over HTTPS only once the site answers to a name other than this machine's
+# loopback (it is then behind TLS); the local default is plain http://127.0.0.1.
+_LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
+    "DJANGO_SECURE_COOKIES", default=not set(ALLOWED_HOSTS) <= _LOOPBACK
+)
 
 INSTALLED_APPS = [
     "daphne",
@@ -64,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -126,8 +132,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+# WhiteNoise serves static files from where the finders find them: the site runs as one
+# daphne process with no web server in front, and needs no collectstatic step.
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
@@ -145,6 +153,14 @@ if REDIS_URL:
             # redis-py 8 times out socket reads after 5 s by default, which breaks the
             # layer's blocking receive on an idle socket; the server side has its own timeout.
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+        }
+    }
+    # Shared by every process, so that the per-user turn limit holds across them.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "agentsite",
         }
     }
 else:
@@ -178,13 +194,16 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "agent.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-# Tasks each user may create through the API, as DRF writes rates: "30/min", "500/day".
-AGENT_API_TASK_RATE = env.str("AGENT_API_TASK_RATE", default="30/min")
+# Turns each user may start through the API and the web chat together, as DRF writes rates:
+# "30/min", "500/day". AGENT_API_TASK_RATE is its earlier name.
+AGENT_TURN_RATE = env.str("AGENT_TURN_RATE", default=env.str("AGENT_API_TASK_RATE", default="30/min"))
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
     "DESCRIPTION": "Run the agent, follow its tasks, and read your sessions.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its page describe the API to its users, not to anonymous visitors.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     # The docs page's assets come from the sidecar package, not from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -211,10 +230,17 @@ AGENT_MEMORY_WINDOW = env.int("AGENT_MEMORY_WINDOW", default=50)
 AGENT_RESTRICT_TO_WORKSPACE = env.bool("AGENT_RESTRICT_TO_WORKSPACE", default=True)
 AGENT_EXEC_TIMEOUT = env.int("AGENT_EXEC_TIMEOUT", default=60)
 AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
-# Commands run by `exec` inherit the server's environment without its secrets, so that
-# `env` or `printenv` cannot read the model's API key or the database password.
+# `exec` in its sandbox: whether commands may use the network, how many processes (threads
+# count) they may run at once, and how much memory they may use.
+AGENT_EXEC_NETWORK = env.bool("AGENT_EXEC_NETWORK", default=False)
+AGENT_EXEC_MAX_PROCESSES = env.int("AGENT_EXEC_MAX_PROCESSES", default=128)
+AGENT_EXEC_MEMORY_MB = env.int("AGENT_EXEC_MEMORY_MB", default=1024)
+# The server's environment without its secrets, for commands `exec` runs: the sandbox keeps
+# only the locale and time zone of it; unfenced commands (AGENT_RESTRICT_TO_WORKSPACE off)
+# get all of it.
 _SECRET_NAME = re.compile(
-    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|REDIS_URL", re.IGNORECASE
+    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|REDIS_URL|SETTINGS_MODULE",
+    re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
 AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)

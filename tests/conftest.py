@@ -101,12 +101,15 @@ def _database_url() -> str | None:
 
 
 def clean_env() -> dict[str, str]:
-    """This process's environment without the settings a test process sets for itself."""
-    return {
+    """This process's environment without the settings a test process sets for itself, and
+    a secret key, since a subprocess's data folder has none."""
+    env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("AGENT_", "DJANGO_", "DATABASE_", "PYTEST_"))
     }
+    env["DJANGO_SECRET_KEY"] = "a-test-only-secret-key-" + "x" * 40
+    return env
 
 
 @pytest.fixture(scope="session")

@@ -198,7 +198,7 @@ def test_without_a_model_the_api_says_how_to_set_one(api: APIClient, settings) -
 
 
 def test_task_creation_is_throttled_per_user(api: APIClient, llm: ScriptedLLM, settings) -> None:
-    settings.AGENT_API_TASK_RATE = "2/min"
+    settings.AGENT_TURN_RATE = "2/min"
     for _ in range(2):
         assert (
             api.post("/api/tasks", {"prompt": "hi", "wait": False}, format="json").status_code

@@ -102,7 +102,7 @@ class TaskRateThrottle(UserRateThrottle):
     scope = "tasks"
 
     def get_rate(self) -> str:
-        return str(settings.AGENT_API_TASK_RATE)
+        return str(settings.AGENT_TURN_RATE)
 
 
 class TaskCreate(APIView):
