@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agent import views
+from agentsite import errors
 
 urlpatterns = [
     path("", views.chat, name="chat"),
@@ -12,3 +13,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
+
+# Error pages: JSON under /api/, the site's own plain pages elsewhere (see agentsite.errors).
+handler400 = errors.bad_request
+handler403 = errors.permission_denied
+handler404 = errors.page_not_found
+handler500 = errors.server_error

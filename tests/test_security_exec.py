@@ -153,6 +153,30 @@ async def test_background_and_detached_processes_end_with_the_call(tools: ToolRe
     assert await wait_gone("sleep 303"), host_processes("sleep 303")
 
 
+def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
+    """A server killed outright (SIGKILL, out of memory) leaves no command running."""
+    script = (
+        "import asyncio\n"
+        "from agent.tools.guards import Workspace\n"
+        "from agent.tools.shell import ExecTool\n"
+        f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=60, env={{}})\n"
+        "asyncio.run(tool.execute(command='sleep 3061 & setsid sleep 3062 & wait'))\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 10
+        while len(host_processes("sleep 306")) < 2:
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.05)
+    finally:
+        server.kill()
+        server.wait()
+    deadline = time.monotonic() + 3
+    while host_processes("sleep 306") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not host_processes("sleep 306")
+
+
 async def test_a_fork_bomb_is_capped_and_cleaned_up(tools: ToolRegistry) -> None:
     baseline = len(host_processes(""))
     peak = baseline
@@ -253,6 +277,16 @@ async def test_without_a_sandbox_exec_refuses_instead_of_running_unfenced(
     assert result.startswith("Error: exec is disabled on this server")
     assert "apt install bubblewrap" in result
     assert not (workspace / "ran.txt").exists()
+
+
+def test_without_a_sandbox_the_site_says_so_at_start_up(no_sandbox: None) -> None:
+    warning = sandbox_module.startup_warning(restrict=True) or ""
+    assert warning.startswith("exec is disabled") and "apt install bubblewrap" in warning
+    assert sandbox_module.startup_warning(restrict=False) is None
+
+
+def test_with_a_sandbox_the_site_starts_quietly() -> None:
+    assert sandbox_module.startup_warning(restrict=True) is None
 
 
 async def test_without_the_restriction_exec_runs_unfenced(no_sandbox: None, workspace: Path):

@@ -1,14 +1,16 @@
 """API routes. Each answers with and without a trailing slash, never through a redirect;
-the schema lists the form without one (see `schema.drop_slashed_aliases`)."""
+the schema lists the form without one (see `schema.drop_slashed_aliases`). Any other path
+under /api/ is a JSON 404."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agent.api import views
+from agent.api.errors import not_found
 
 
 def route(pattern: str, view: Any, name: str) -> list[URLPattern]:
@@ -26,4 +28,6 @@ urlpatterns = [
     *route("sessions/<str:key>/messages", views.SessionMessages.as_view(), "session-messages"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
     *route("docs", SpectacularSwaggerView.as_view(url_name="schema"), "docs"),
+    # Last: without it an unknown path falls through to the site's 404 handler.
+    re_path(r"", not_found, name="not-found"),
 ]

@@ -211,6 +211,18 @@ def unavailable_reason() -> str | None:
     return found if isinstance(found, str) else None
 
 
+def startup_warning(*, restrict: bool) -> str | None:
+    """What the site says when it starts without a sandbox for `exec`, if anything."""
+    reason = unavailable_reason() if restrict else None
+    if reason is None:
+        return None
+    return (
+        f"exec is disabled: shell commands need a sandbox and there is none ({reason}). "
+        "The other tools work. Turning AGENT_RESTRICT_TO_WORKSPACE off runs commands "
+        "unfenced instead."
+    )
+
+
 @functools.cache
 def _probe() -> Sandbox | str:
     """Find bubblewrap and prlimit and run one command through them, once per process."""

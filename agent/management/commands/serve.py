@@ -1,19 +1,66 @@
 """`manage.py serve`: the site (daphne) and the task worker (django-q2) together.
 
-Ctrl-C, SIGTERM, or either process dying stops both.
+Ctrl-C, SIGTERM, or either process dying stops both, with every process each one started.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agent.conf import agent_settings
+from agent.tools.sandbox import startup_warning
+
+logger = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind the address as daphne will, so that a taken port stops us before any child
+    starts, rather than after the worker is already up beside a daphne that failed."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from exc
+    with socket.socket(family, kind, proto) as probe:
+        # Daphne (Twisted) sets SO_REUSEADDR too: a port left in TIME_WAIT by the last run is
+        # free to it, and must be to this check.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+            probe.listen()
+        except OSError as exc:
+            raise CommandError(
+                f"cannot serve on {host}:{port}: {exc.strerror}; stop what uses it or pick "
+                "another port with --port"
+            ) from exc
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    # PermissionError: the id now names another user's group, so ours is gone.
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
 
 
 class Command(BaseCommand):
@@ -25,26 +72,26 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="serve the site only")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        host, port = options["host"], options["port"]
+        check_port_free(host, port)
+        warning = startup_warning(restrict=agent_settings().restrict_to_workspace)
+        if warning:
+            self.stderr.write(warning)
         commands = {
             "web": [
                 sys.executable,
                 "-m",
                 "daphne",
                 "-b",
-                options["host"],
+                host,
                 "-p",
-                str(options["port"]),
+                str(port),
                 "agentsite.asgi:application",
             ],
         }
         if not options["no_worker"]:
-            commands["worker"] = [sys.executable, "manage.py", "qcluster"]
-        # Own sessions, so a terminal's Ctrl-C reaches only this process, which then stops
-        # each child once and in order.
-        children = {
-            name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()
-        }
-        self.stdout.write(f"Serving http://{options['host']}:{options['port']}/ (Ctrl-C stops)")
+            manage_py = str(settings.BASE_DIR / "manage.py")
+            commands["worker"] = [sys.executable, manage_py, "qcluster"]
 
         stopping = False
 
@@ -52,24 +99,57 @@ class Command(BaseCommand):
             nonlocal stopping
             stopping = True
 
+        # Before any child starts, so that a signal during start-up still stops them all.
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        while not stopping:
-            ended = [name for name, child in children.items() if child.poll() is not None]
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        ended: list[str] = []
+        try:
+            # Own sessions, so a terminal's Ctrl-C reaches only this process, which then
+            # stops each child, and every process it started, once and in order.
+            for name, command in commands.items():
+                children[name] = subprocess.Popen(
+                    command, cwd=settings.BASE_DIR, start_new_session=True
+                )
+            self.stdout.write(f"Serving http://{host}:{port}/ (Ctrl-C stops)")
+            while not stopping and not ended:
+                ended = [name for name, child in children.items() if child.poll() is not None]
+                time.sleep(0.2)
             if ended:
                 self.stderr.write(f"{', '.join(ended)} stopped; stopping the rest")
-                break
-            time.sleep(0.2)
-        self._stop_all(children)
+        finally:
+            self._stop_all(children)
+        if ended:
+            sys.exit(1)
 
     def _stop_all(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
+        """Stop each child, then whatever is left of its process group.
+
+        Only a child itself gets SIGTERM at first: the django-q2 cluster stops its own
+        processes in order when its main process is told to, but hangs until SIGKILL if
+        they are all killed under it at once. Once a child has exited, what is left of its group
+        (the worker's processes, after a crash) has nobody to stop it: the group gets
+        SIGTERM, and anything still alive after the grace period SIGKILL.
+        """
+        # Each child leads its own group (start_new_session), so its pid is the group's id.
+        groups = {name: child.pid for name, child in children.items()}
         for child in children.values():
             if child.poll() is None:
                 child.terminate()
+        orphaned: set[str] = set()
         deadline = time.monotonic() + GRACE_SECONDS
+        while time.monotonic() < deadline:
+            for name, child in children.items():
+                # poll() also reaps an ended child, so that its group can empty.
+                if child.poll() is not None and name not in orphaned:
+                    orphaned.add(name)
+                    signal_group(groups[name], signal.SIGTERM)
+            if not any(group_alive(pgid) for pgid in groups.values()):
+                return
+            time.sleep(0.1)
+        for name, pgid in groups.items():
+            if group_alive(pgid):
+                logger.warning("%s did not stop within %d s; killing it", name, GRACE_SECONDS)
+                signal_group(pgid, signal.SIGKILL)
         for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+            child.wait()
