@@ -56,15 +56,15 @@ async def _help(args: str, ctx: _Context) -> str:
 
 async def _new(args: str, ctx: _Context) -> str:
     # Waits for a running turn to finish, so that its messages are archived with the rest.
-    async with session_lock(ctx.session.key, lock_dir=ctx.conf.data_dir / "locks"):
+    async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
         count = await store.archive_messages(session=ctx.session)
     return f"New conversation started ({count} messages archived)."
 
 
 async def _stop(args: str, ctx: _Context) -> str:
     # Runs in other processes see the flag within a poll; this process's stop at once.
-    asked = await store.request_stop(session_key=ctx.session.key, exclude=ctx.current_run)
-    stopped = max(asked, cancel_running(ctx.session.key))
+    asked = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
+    stopped = max(asked, cancel_running(ctx.session.pk))
     if not stopped:
         return "No running task to stop."
     return f"Stopped {stopped} task{'s' if stopped != 1 else ''}."

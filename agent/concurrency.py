@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
 import weakref
 from collections.abc import AsyncIterator, Iterator
@@ -19,17 +18,17 @@ from pathlib import Path
 
 POLL_SECONDS = 0.05
 
-_local_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-_running: dict[str, set[asyncio.Task[object]]] = {}
+_local_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
+_running: dict[int, set[asyncio.Task[object]]] = {}
 
 
 @contextlib.asynccontextmanager
-async def session_lock(key: str, *, lock_dir: Path) -> AsyncIterator[None]:
-    local = _local_locks.get(key)
+async def session_lock(session_id: int, *, lock_dir: Path) -> AsyncIterator[None]:
+    local = _local_locks.get(session_id)
     if local is None:
-        local = _local_locks[key] = asyncio.Lock()
+        local = _local_locks[session_id] = asyncio.Lock()
     async with local:
-        fd = _open_lock_file(lock_dir, key)
+        fd = _open_lock_file(lock_dir, session_id)
         try:
             while True:
                 try:
@@ -43,39 +42,38 @@ async def session_lock(key: str, *, lock_dir: Path) -> AsyncIterator[None]:
             os.close(fd)  # closing the descriptor releases the lock
 
 
-def _open_lock_file(lock_dir: Path, key: str) -> int:
+def _open_lock_file(lock_dir: Path, session_id: int) -> int:
     lock_dir.mkdir(parents=True, exist_ok=True)
-    name = hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock"
-    return os.open(lock_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+    return os.open(lock_dir / f"session-{session_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
 
-def is_running(key: str) -> bool:
-    return any(not task.done() for task in _running.get(key, ()))
+def is_running(session_id: int) -> bool:
+    return any(not task.done() for task in _running.get(session_id, ()))
 
 
 @contextlib.contextmanager
-def tracked(key: str) -> Iterator[None]:
-    """Register the current task as a turn of `key`, so that /stop can find it."""
+def tracked(session_id: int) -> Iterator[None]:
+    """Register the current task as a turn of the session, so that /stop can find it."""
     task = asyncio.current_task()
     if task is None:
         yield
         return
-    _running.setdefault(key, set()).add(task)
+    _running.setdefault(session_id, set()).add(task)
     try:
         yield
     finally:
-        tasks = _running.get(key)
+        tasks = _running.get(session_id)
         if tasks is not None:
             tasks.discard(task)
             if not tasks:
-                _running.pop(key, None)
+                _running.pop(session_id, None)
 
 
-def cancel_running(key: str) -> int:
+def cancel_running(session_id: int) -> int:
     """Cancel the session's running turns in this process; how many were cancelled."""
     current = asyncio.current_task()
     cancelled = 0
-    for task in list(_running.get(key, ())):
+    for task in list(_running.get(session_id, ())):
         if task is not current and not task.done() and task.cancel():
             cancelled += 1
     return cancelled

@@ -3,6 +3,10 @@
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled
 while it streams; a turn outlives a closed tab and is saved all the same.
+
+A socket belongs to its user and to one session row for its whole life: every user has
+chat ids of their own, the socket's turns run in the row it opened, and when that row is
+deleted the socket closes.
 """
 
 from __future__ import annotations
@@ -10,28 +14,36 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 from typing import Any
+from uuid import UUID
 
+from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agent import store
+from agent import commands, ratelimit, store
 from agent.concurrency import is_running
 from agent.conf import agent_settings
-from agent.errors import MAX_MESSAGE_CHARS, TurnError
-from agent.events import ErrorEvent, Event, History, StreamChunk
+from agent.errors import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
+from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
 from agent.fanout import GroupSink, group_name
 from agent.service import run_turn
+from sessions_app.models import Run
 
 logger = logging.getLogger(__name__)
 
 CHAT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CHANNEL = "web"
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_DELETED = 4410
 # A frame larger than any message the contract allows is refused before it is parsed.
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
+# Turns one socket may have started and not yet finished: one running, the rest waiting.
+MAX_PENDING_TURNS = 3
+# How often a socket looks at a turn it shows running but this process does not run.
+FOLLOW_SECONDS = 2.0
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
@@ -39,7 +51,9 @@ _turns: set[asyncio.Task[None]] = set()
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_key = ""
+    session_id: int | None = None
     group = ""
+    followed: str | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -51,28 +65,32 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not CHAT_ID.match(chat_id):
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        session = await store.claim_session(key=f"{CHANNEL}:{chat_id}", owner=user)
-        if session is None:
-            # Another user's chat: say nothing about it, not even that it exists.
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
+        session = await store.get_or_create_session(key=f"{CHANNEL}:{chat_id}", owner=user)
         self.user = user
-        self.session_key = session.key
-        self.group = group_name(session.key)
+        self.session_key, self.session_id = session.key, session.pk
+        self.pending: set[asyncio.Task[None]] = set()
+        self.follower: asyncio.Task[None] | None = None
+        self.group = group_name(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         messages = await store.messages_for_display(session=session)
-        running = is_running(session.key) or await store.has_running_turn(session=session)
+        running = is_running(session.pk) or await store.has_running_turn(session_id=session.pk)
         frame = History(messages=messages, running=running).to_dict()
         frame["model"] = session.model or agent_settings().model
         await self.send_json(frame)
+        if not is_running(session.pk):
+            unfinished = await store.unfinished_run(session_id=session.pk)
+            if unfinished is not None:
+                self._follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-        self.session_key = ""
+        if self.follower is not None:
+            self.follower.cancel()
+        self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not self.session_key:
+        if self.session_id is None:
             return
         if text_data is None or len(text_data) > MAX_FRAME_CHARS:
             await self._error(f"send a JSON text frame of at most {MAX_MESSAGE_CHARS} characters")
@@ -88,18 +106,39 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "stop":
             self._start("/stop")
-        elif kind == "message":
-            text = content.get("content")
-            if not isinstance(text, str) or not text.strip():
-                await self._error("the message is empty")
-            elif len(text) > MAX_MESSAGE_CHARS:
-                await self._error(f"the message is longer than {MAX_MESSAGE_CHARS} characters")
-            else:
-                self._start(text)
-        else:
+            return
+        if kind != "message":
             await self._error(
                 'unknown frame: send {"type": "message", "content": "…"} or {"type": "stop"}'
             )
+            return
+        text = content.get("content")
+        try:
+            validate_content(text)
+        except TurnError as exc:
+            await self._refuse(str(exc))
+            return
+        # Commands cost no model call and /stop must always get through: only turns count.
+        if commands.parse(text) is None and not await self._admit():
+            return
+        self._start(text)
+
+    async def _admit(self) -> bool:
+        """Whether one more turn may start now: the socket's queue and the user's rate."""
+        if len(self.pending) >= MAX_PENDING_TURNS:
+            await self._refuse(
+                f"{len(self.pending)} messages are already waiting for an answer; "
+                "send this one when they are done, or stop them"
+            )
+            return False
+        wait = await sync_to_async(ratelimit.take)(self.user.pk)
+        if wait is not None:
+            seconds = math.ceil(wait)
+            await self._refuse(
+                f"too many messages: try again in {seconds} seconds", retry_after=seconds
+            )
+            return False
+        return True
 
     def _start(self, content: str) -> None:
         # A second message while a turn runs is accepted and waits for that turn to end:
@@ -107,24 +146,38 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         task = asyncio.create_task(self._turn(content))
         _turns.add(task)
         task.add_done_callback(_turns.discard)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
 
     async def _turn(self, content: str) -> None:
-        group = GroupSink(self.session_key, origin=self.channel_name)
+        session_id = self.session_id
+        if session_id is None:
+            return
+        group = GroupSink(session_id, origin=self.channel_name)
         socket = ChunkCoalescer(self._send_frame)
-        key = self.session_key
 
         async def emit(event: Event) -> None:
             await socket(event)
             await group(event)
 
         try:
-            await run_turn(key, content, channel=CHANNEL, emit=emit, owner=self.user)
+            await run_turn(
+                self.session_key,
+                content,
+                channel=CHANNEL,
+                emit=emit,
+                owner=self.user,
+                session_id=session_id,
+            )
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
         except TurnError as exc:
             await self._error(str(exc))
         except asyncio.CancelledError:
             pass  # stopped: the service recorded it and told the socket
         except Exception:
-            logger.exception("turn of %s failed", key)
+            logger.exception("turn of %s failed", self.session_key)
             await self._error("the turn failed unexpectedly; see the server log")
 
     async def session_event(self, message: dict[str, Any]) -> None:
@@ -132,11 +185,54 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
         Channels routes group messages of type `session.event` (`fanout.HANDLER`) here.
         """
-        if message.get("origin") != self.channel_name:
-            await self._send_frame(message["frame"])
+        if message.get("origin") == self.channel_name:
+            return
+        frame = message["frame"]
+        if frame.get("type") == "thinking_started":
+            self._follow(frame.get("run_id", ""))
+        elif frame.get("type") == "thinking_finished" and frame.get("run_id") == self.followed:
+            self.followed = None
+        await self._send_frame(frame)
+
+    async def session_closed(self, message: dict[str, Any]) -> None:
+        """The session was deleted (`fanout.CLOSED`)."""
+        await self._error("this chat was deleted")
+        await self._close_deleted()
+
+    async def _close_deleted(self) -> None:
+        if self.session_id is not None:
+            self.session_id = None
+            await self.close(code=CLOSE_DELETED)
+
+    def _follow(self, run_id: str) -> None:
+        """Watch a turn this socket shows running but did not start: its events may never
+        come here (it runs in another process without a shared channel layer, or in one that
+        died), so its record says when it ends, and the socket shows that end itself."""
+        if not run_id or (self.follower is not None and not self.follower.done()):
+            return
+        self.followed = run_id
+        self.follower = asyncio.create_task(self._follow_until_done(run_id))
+
+    async def _follow_until_done(self, run_id: str) -> None:
+        while self.followed == run_id:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            run = await store.get_run(run_id=UUID(run_id))
+            if run is None:
+                return  # deleted with its session: the socket is closing
+            if run.status == Run.Status.RUNNING:
+                continue
+            # The turn's own events, when they travel here, arrive in the meantime.
+            await asyncio.sleep(FOLLOW_SECONDS)
+            if self.followed != run_id:
+                return
+            self.followed = None
+            await self._send_frame(ThinkingFinished(run_id=run_id).to_dict())
+            if run.status != Run.Status.CANCELLED and run.text:
+                reply = MessageEvent(role="assistant", content=run.text, run_id=run_id)
+                await self._send_frame(reply.to_dict())
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
-        if not self.session_key:
+        if self.session_id is None:
             return  # the tab closed; the turn goes on without it
         try:
             await self.send_json(frame)
@@ -145,6 +241,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _error(self, message: str) -> None:
         await self._send_frame(ErrorEvent(message=message).to_dict())
+
+    async def _refuse(self, message: str, *, retry_after: int | None = None) -> None:
+        """Say that the message frame just received was not taken, and why."""
+        refusal = ErrorEvent(message=message, retry_after=retry_after, refused=True)
+        await self._send_frame(refusal.to_dict())
 
 
 class ChunkCoalescer:

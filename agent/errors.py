@@ -8,6 +8,8 @@ from agent.conf import MODEL_HELP
 
 MAX_MESSAGE_CHARS = 100_000
 MODEL_NAME = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
+# Half of a UTF-16 pair on its own: JSON can carry it, but no text encoding can store it.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class TurnError(Exception):
@@ -22,6 +24,13 @@ class InvalidInput(TurnError):
         self.field = field
 
 
+class SessionGone(TurnError):
+    field = "session"
+
+    def __init__(self) -> None:
+        super().__init__("this conversation was deleted")
+
+
 class ModelNotConfigured(TurnError):
     field = "model"
 
@@ -29,11 +38,18 @@ class ModelNotConfigured(TurnError):
         super().__init__(MODEL_HELP)
 
 
-def validate_content(content: object) -> str:
+def validate_content(content: object, *, field: str = "content") -> str:
+    """The rules every door applies to a message, whichever protocol it came in by."""
     if not isinstance(content, str) or not content.strip():
-        raise InvalidInput("the message is empty")
+        raise InvalidInput("the message is empty", field=field)
     if len(content) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"the message is longer than {MAX_MESSAGE_CHARS} characters")
+        raise InvalidInput(
+            f"the message is longer than {MAX_MESSAGE_CHARS} characters", field=field
+        )
+    if "\x00" in content:
+        raise InvalidInput("the message contains a NUL character", field=field)
+    if _SURROGATE.search(content):
+        raise InvalidInput("the message contains an unpaired surrogate character", field=field)
     return content
 
 

@@ -122,6 +122,10 @@ class CronExecuted(Event):
 class ErrorEvent(Event):
     type: ClassVar[str] = "error"
     message: str
+    # Seconds to wait before trying again, when the error is a rate limit.
+    retry_after: int | None = None
+    # Set when the error refuses the message the client just sent: it was not taken.
+    refused: bool | None = None
 
 
 Emit = Callable[[Event], Awaitable[None]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from agent.tasks import execute
+from sessions_app import services
 from sessions_app.models import Run
 
 logger = logging.getLogger(__name__)
@@ -21,3 +22,12 @@ def run_queued_task(run_id: str) -> str:
     execute(run, owner=run.session.owner, model=run.model or None)
     run.refresh_from_db()
     return run.status
+
+
+def fail_dead_runs() -> int:
+    """Scheduled (see the agent app's migrations): mark failed the turns whose process
+    died, whichever door started them. Open chats show it (`ChatConsumer._follow`)."""
+    count = services.fail_dead_runs()
+    if count:
+        logger.warning("marked %d turn(s) failed: the process running them died", count)
+    return count

@@ -20,13 +20,14 @@ from django.utils import timezone
 from agent import budget, commands, context, store
 from agent.concurrency import session_lock, tracked
 from agent.conf import AgentSettings, agent_settings
-from agent.errors import ModelNotConfigured, validate_content, validate_model_name
-from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted, discard
+from agent.errors import ModelNotConfigured, SessionGone, validate_content, validate_model_name
+from agent.events import Emit, ErrorEvent, MessageEvent, ThinkingFinished, ThinkingStarted, discard
 from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
 from agent.tools import Limits, build_registry
 from agent.tools.registry import ToolRegistry
 from sessions_app.models import HEARTBEAT_SECONDS, Run, Session
+from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +64,40 @@ async def run_turn(
     model: str | None = None,
     owner: User | None = None,
     run: Run | None = None,
+    session_id: int | None = None,
 ) -> TurnResult:
-    """Run one turn of `session_key` with the user's `content`; events go to `emit`.
+    """Run one turn of `owner`'s session `session_key` with the user's `content`; events go
+    to `emit`. Without an owner the turn runs in the ownerless session of that key.
 
     `run` is a queued run record made earlier (a task the API handed out); without one,
-    the turn makes its own.
+    the turn makes its own. `session_id` binds the turn to one session (a socket's): if it
+    was deleted meanwhile, the turn refuses rather than starting a new conversation.
     """
     validate_content(content)
     if model:
         validate_model_name(model)
-    conf = agent_settings()
-    session = await store.get_or_create_session(key=session_key, owner=owner)
+    session = await _session_for(session_key, owner, run.session_id if run else session_id)
+    try:
+        return await _run(session, content, channel=channel, emit=emit, model=model, run=run)
+    except SessionDeleted:
+        raise SessionGone() from None
 
+
+async def _session_for(key: str, owner: User | None, bound: int | None) -> Session:
+    if bound is None:
+        return await store.get_or_create_session(key=key, owner=owner)
+    session = await store.get_session(session_id=bound)
+    if session is None:
+        raise SessionGone()
+    if session.key != key or session.owner_id != (owner.pk if owner else None):
+        raise ValueError(f"session {bound} is not {owner}'s session {key}")
+    return session
+
+
+async def _run(
+    session: Session, content: str, *, channel: str, emit: Emit, model: str | None, run: Run | None
+) -> TurnResult:
+    conf = agent_settings()
     command = commands.parse(content)
     if command is not None:
         text = await commands.dispatch(
@@ -84,7 +107,7 @@ async def run_turn(
         if run is not None:
             await store.finish_run(run=run, status=Run.Status.SUCCEEDED, text=text)
         return TurnResult(
-            session_key=session_key,
+            session_key=session.key,
             text=text,
             status=Run.Status.SUCCEEDED,
             run_id=str(run.pk) if run else None,
@@ -93,8 +116,8 @@ async def run_turn(
     model_id = model or session.model or conf.model
     if not model_id:
         raise ModelNotConfigured()
-    async with session_lock(session_key, lock_dir=conf.data_dir / "locks"):
-        with tracked(session_key):
+    async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
+        with tracked(session.pk):
             if run is None:
                 run = await store.start_run(
                     session=session, channel=channel, prompt=content, model=model_id
@@ -103,7 +126,7 @@ async def run_turn(
                 started = await store.begin_run(run_id=run.pk, model=model_id)
                 if started is None:  # cancelled while it waited for the lock or a worker
                     await store.cancel_run(run_id=run.pk)
-                    return TurnResult(session_key, STOPPED_TEXT, Run.Status.CANCELLED, str(run.pk))
+                    return TurnResult(session.key, STOPPED_TEXT, Run.Status.CANCELLED, str(run.pk))
                 run = started
             return await _run_locked(session, run, content, emit=emit, model=model_id, conf=conf)
 
@@ -151,6 +174,12 @@ async def _run_locked(
         _closing.add(closing)
         closing.add_done_callback(_closing.discard)
         await asyncio.shield(closing)
+        raise
+    except SessionDeleted:
+        # Deleted with its run and messages while the turn ran: nothing is left to record.
+        watcher.cancel()
+        await emit(ThinkingFinished(run_id=run_id))
+        await emit(ErrorEvent(message=str(SessionGone())))
         raise
     except Exception as exc:  # a bug of ours must still end the run and reach the user as text
         logger.exception("turn %s of %s crashed", run_id, session.key)

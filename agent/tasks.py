@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.errors import InvalidInput, ModelNotConfigured, TurnError
+from agent.errors import ModelNotConfigured, SessionGone, TurnError
 from agent.fanout import GroupSink
 from agent.service import run_turn
 from sessions_app import services
@@ -50,7 +50,10 @@ def submit_task(
     run = services.queue_run(session=session, channel=CHANNEL, prompt=content, model=model or "")
     if wait:
         execute(run, owner=user, model=model)
-        run.refresh_from_db()
+        finished = Run.objects.select_related("session").filter(pk=run.pk).first()
+        if finished is None:  # deleted, with its session, while it ran
+            raise SessionGone()
+        run = finished
     else:
         from django_q.tasks import async_task
 
@@ -72,7 +75,7 @@ def execute(run: Run, *, owner: Any, model: str | None) -> None:
             key,
             run.prompt,
             channel=CHANNEL,
-            emit=GroupSink(key),
+            emit=GroupSink(run.session_id),
             model=model or None,
             owner=owner,
             run=run,
@@ -103,9 +106,5 @@ def cancel_task(run: Run) -> Run:
 
 
 def _session_for(user: User, key: str | None) -> Session:
-    if not key:
-        return services.get_or_create_session(key=f"{CHANNEL}:{uuid.uuid4().hex}", owner=user)
-    session = services.claim_session(key=key, owner=user)
-    if session is None:
-        raise InvalidInput("unknown session", field="session")
-    return session
+    """The user's session `key`, new or not; a fresh one without a key."""
+    return services.get_or_create_session(key=key or f"{CHANNEL}:{uuid.uuid4().hex}", owner=user)

@@ -196,7 +196,9 @@ REST_FRAMEWORK = {
 }
 # Turns each user may start through the API and the web chat together, as DRF writes rates:
 # "30/min", "500/day". AGENT_API_TASK_RATE is its earlier name.
-AGENT_TURN_RATE = env.str("AGENT_TURN_RATE", default=env.str("AGENT_API_TASK_RATE", default="30/min"))
+AGENT_TURN_RATE = env.str(
+    "AGENT_TURN_RATE", default=env.str("AGENT_API_TASK_RATE", default="30/min")
+)
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
     "DESCRIPTION": "Run the agent, follow its tasks, and read your sessions.",

@@ -8,9 +8,15 @@ from django.db import models
 
 
 class Session(models.Model):
-    """A conversation, keyed `channel:chat_id` (`web:abc`, `api:42`, `cli:direct`)."""
+    """A conversation, keyed `channel:chat_id` (`web:abc`, `api:42`, `cli:direct`).
 
-    key = models.CharField(max_length=255, unique=True)
+    Keys are unique per owner: every user has a key space of their own, so one user's key
+    says nothing about another's, and a key deleted and used again by someone else is a
+    new conversation. Sessions without an owner (the command line's, scheduled jobs')
+    share one more key space.
+    """
+
+    key = models.CharField(max_length=255, db_index=True)
     channel = models.CharField(max_length=64, db_index=True)
     chat_id = models.CharField(max_length=190)
     owner = models.ForeignKey(
@@ -32,6 +38,14 @@ class Session(models.Model):
     class Meta:
         ordering = ["-updated"]
         indexes = [models.Index(fields=["owner", "-updated"])]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="session_key_per_owner"),
+            models.UniqueConstraint(
+                fields=["key"],
+                condition=models.Q(owner__isnull=True),
+                name="session_key_without_owner",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.key
@@ -82,7 +96,8 @@ class Message(models.Model):
 
 
 HEARTBEAT_SECONDS = 5
-STALE_AFTER_SECONDS = 30
+# A run whose heartbeat is this old belongs to a process that died (four beats missed).
+STALE_AFTER_SECONDS = 20
 
 
 class Run(models.Model):

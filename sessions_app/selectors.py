@@ -25,17 +25,40 @@ def recent_messages(
     return [row.as_llm_message() for row in reversed(rows)]
 
 
-def find_session(*, key: str) -> Session | None:
-    return Session.objects.filter(key=key).first()
+def find_session(*, key: str, owner: Any) -> Session | None:
+    """`owner`'s session `key`; None for a key that only other users (or nobody) have."""
+    if owner is None or not owner.is_authenticated:
+        return None
+    return Session.objects.filter(key=key, owner=owner).first()
+
+
+def get_session(*, session_id: int) -> Session | None:
+    return Session.objects.select_related("owner").filter(pk=session_id).first()
 
 
 def stop_requested(*, run_id: UUID) -> bool:
-    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+    """Whether the run should stop: asked to, or deleted (with its session)."""
+    return not Run.objects.filter(pk=run_id, cancel_requested=False).exists()
 
 
-def has_running_turn(*, session: Session) -> bool:
+def has_running_turn(*, session_id: int) -> bool:
     alive = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
-    return session.runs.filter(status=Run.Status.RUNNING, heartbeat__gte=alive).exists()
+    return Run.objects.filter(
+        session_id=session_id, status=Run.Status.RUNNING, heartbeat__gte=alive
+    ).exists()
+
+
+def unfinished_run(*, session_id: int) -> Run | None:
+    """The session's latest run still marked running, whether or not its process lives."""
+    return (
+        Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING)
+        .order_by("-created")
+        .first()
+    )
+
+
+def get_run(*, run_id: UUID) -> Run | None:
+    return Run.objects.filter(pk=run_id).first()
 
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:

@@ -1,4 +1,9 @@
-"""Writes to sessions, messages and run records. Keyword-only, each one transaction."""
+"""Writes to sessions, messages and run records. Keyword-only, each one transaction.
+
+A session can be deleted while one of its turns runs (through the API, the admin, or with
+its owner). The writes a turn makes then raise `SessionDeleted` instead of an integrity
+error, and the run's last write quietly finds nothing to update.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,11 @@ from django.utils import timezone
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 
 TITLE_LENGTH = 60
+DIED_ERROR = "the process running this turn stopped before it finished"
+
+
+class SessionDeleted(Exception):
+    """The session was deleted while something was being written to it."""
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -22,25 +32,47 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
+    """`owner`'s session `key` (the ownerless one for None), made if it is new."""
     channel, chat_id = split_key(key)
     session, _ = Session.objects.get_or_create(
-        key=key, defaults={"channel": channel, "chat_id": chat_id, "owner": owner}
+        key=key, owner=owner, defaults={"channel": channel, "chat_id": chat_id}
     )
     return session
 
 
+def _update_session(session: Session, **fields: Any) -> None:
+    fields["updated"] = timezone.now()
+    if not Session.objects.filter(pk=session.pk).update(**fields):
+        raise SessionDeleted(session.key)
+    for name, value in fields.items():
+        setattr(session, name, value)
+
+
 def _title_from(session: Session, prompt: str) -> None:
     if not session.title and prompt.strip():
-        session.title = " ".join(prompt.split())[:TITLE_LENGTH]
-        session.save(update_fields=["title", "updated"])
+        _update_session(session, title=" ".join(prompt.split())[:TITLE_LENGTH])
+
+
+def _create(session: Session, table: type[Run] | type[Message], **fields: Any) -> Any:
+    """Create a row of `session`; SessionDeleted if the session is gone.
+
+    The session's row stays locked until the row is committed: a delete either came first
+    (and is seen here) or waits, then takes the new row with it. Foreign keys alone would
+    only complain at commit, on PostgreSQL after the caller's transaction.
+    """
+    with transaction.atomic():
+        if not Session.objects.select_for_update(no_key=True).filter(pk=session.pk):
+            raise SessionDeleted(session.key)
+        return table.objects.create(session=session, **fields)
 
 
 @transaction.atomic
 def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
     _title_from(session, prompt)
     now = timezone.now()
-    return Run.objects.create(
-        session=session,
+    run: Run = _create(
+        session,
+        Run,
         channel=channel,
         prompt=prompt,
         model=model,
@@ -48,15 +80,17 @@ def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run
         started=now,
         heartbeat=now,
     )
+    return run
 
 
 @transaction.atomic
 def queue_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
     """A run that exists (and can be watched or cancelled) before its turn starts."""
     _title_from(session, prompt)
-    return Run.objects.create(
-        session=session, channel=channel, prompt=prompt, model=model, status=Run.Status.QUEUED
+    run: Run = _create(
+        session, Run, channel=channel, prompt=prompt, model=model, status=Run.Status.QUEUED
     )
+    return run
 
 
 def begin_run(*, run_id: UUID, model: str) -> Run | None:
@@ -65,7 +99,7 @@ def begin_run(*, run_id: UUID, model: str) -> Run | None:
     started = Run.objects.filter(
         pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
     ).update(status=Run.Status.RUNNING, started=now, heartbeat=now, model=model)
-    return Run.objects.select_related("session").get(pk=run_id) if started else None
+    return Run.objects.select_related("session").filter(pk=run_id).first() if started else None
 
 
 @transaction.atomic
@@ -92,8 +126,9 @@ def add_message(
     run: Run | None = None,
     usage: dict[str, int] | None = None,
 ) -> Message:
-    return Message.objects.create(
-        session=session,
+    created: Message = _create(
+        session,
+        Message,
         run=run,
         role=message["role"],
         content=message.get("content"),
@@ -103,6 +138,7 @@ def add_message(
         reasoning_content=message.get("reasoning_content") or "",
         usage=usage or None,
     )
+    return created
 
 
 @transaction.atomic
@@ -117,6 +153,7 @@ def finish_run(
     usage: dict[str, int] | None = None,
     cost: float | None = None,
 ) -> Run:
+    """Record how the run ended. A run deleted meanwhile (with its session) stays deleted."""
     run.status = status
     run.text = text
     run.error = error
@@ -125,14 +162,19 @@ def finish_run(
     run.usage = usage or {}
     run.cost = Decimal(str(round(cost, 6))) if cost is not None else None
     run.finished = timezone.now()
-    run.save()
-    Session.objects.filter(pk=run.session_id).update(updated=run.finished)
+    fields = ["status", "text", "error", "iterations", "tools_used", "usage", "cost", "finished"]
+    if Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields}):
+        Session.objects.filter(pk=run.session_id).update(updated=run.finished)
     return run
 
 
 def set_session_model(*, session: Session, model: str) -> Session:
-    session.model = model
-    session.save(update_fields=["model", "updated"])
+    _update_session(session, model=model)
+    return session
+
+
+def rename_session(*, session: Session, title: str) -> Session:
+    _update_session(session, title=title)
     return session
 
 
@@ -140,16 +182,15 @@ def set_session_model(*, session: Session, model: str) -> Session:
 def archive_messages(*, session: Session) -> int:
     """Take every message out of the conversation, keeping it on record."""
     count = session.messages.filter(archived=False).update(archived=True)
-    session.title = ""
-    session.save(update_fields=["title", "updated"])
+    _update_session(session, title="")
     return count
 
 
 @transaction.atomic
-def request_stop(*, session_key: str, exclude: UUID | None = None) -> int:
+def request_stop(*, session_id: int, exclude: UUID | None = None) -> int:
     """Stop every unfinished run of the session: queued ones end here, running ones are
     asked to stop. How many there were."""
-    runs = Run.objects.filter(session__key=session_key)
+    runs = Run.objects.filter(session_id=session_id)
     if exclude is not None:
         runs = runs.exclude(pk=exclude)
     queued = runs.filter(status=Run.Status.QUEUED).update(
@@ -162,24 +203,22 @@ def request_stop(*, session_key: str, exclude: UUID | None = None) -> int:
     return queued + runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True)
 
 
-def claim_session(*, key: str, owner: User) -> Session | None:
-    """The session for `owner`, created if new; None if it is somebody else's.
-
-    Sessions without an owner (the command line's, scheduled jobs') are nobody's to claim.
-    """
-    session = get_or_create_session(key=key, owner=owner)
-    return session if session.owner_id == owner.pk else None
+def delete_session(*, session: Session) -> None:
+    """Delete the session with its messages and runs. A turn still running notices within
+    a poll (its run is gone) and stops; `post_delete` tells its sockets."""
+    session.delete()
 
 
 def beat(*, run_id: UUID) -> None:
     Run.objects.filter(pk=run_id).update(heartbeat=timezone.now())
 
 
-def fail_stale_runs() -> int:
+def fail_dead_runs() -> int:
     """Mark failed the runs whose process died mid-turn (their heartbeat stopped)."""
     cutoff = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
     return Run.objects.filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff).update(
         status=Run.Status.FAILED,
-        error="the process running this turn stopped before it finished",
+        text=f"This turn stopped: {DIED_ERROR}.",
+        error=DIED_ERROR,
         finished=timezone.now(),
     )

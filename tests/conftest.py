@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,43 @@ def _close_worker_thread_connections(django_db_setup: None) -> Iterator[None]:
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(settings: Any) -> None:
+    """Each test counts turns against the rate limit from zero: a cache of its own, by key
+    prefix, rather than a flush that would empty a shared Redis for everyone."""
+    settings.CACHES = {
+        name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+        for name, config in settings.CACHES.items()
+    }
+
+
 @pytest.fixture
 def ada(db: None) -> Any:
     from django.contrib.auth.models import User
 
     return User.objects.create_user("ada", password="pw-ada-123")
+
+
+@pytest.fixture
+def token(db: None) -> str:
+    """A DRF token of `ada`, made for sockets (`?token=`) and API clients alike."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.filter(username="ada").first() or User.objects.create_user(
+        "ada", password="pw-ada-123"
+    )
+    return str(Token.objects.get_or_create(user=user)[0].key)
+
+
+@pytest.fixture
+def other_token(db: None) -> str:
+    """A token of a second ordinary user, `bob`."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.create_user("bob", password="pw-bob-123")
+    return str(Token.objects.create(user=user).key)
 
 
 @pytest.fixture

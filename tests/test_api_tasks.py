@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from agent.jobs import run_queued_task
+from agent.jobs import fail_dead_runs, run_queued_task
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 
@@ -29,11 +27,6 @@ TASK_FIELDS = {
     "created",
     "finished",
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> None:
-    cache.clear()
 
 
 def test_health_needs_no_login(llm: ScriptedLLM) -> None:
@@ -128,28 +121,10 @@ def test_a_task_whose_worker_vanished_is_failed(api: APIClient, ada: User) -> No
         status="running",
         heartbeat=timezone.now() - timedelta(minutes=10),
     )
+    assert api.get(f"/api/tasks/{run.pk}").json()["status"] == "running"
+    assert fail_dead_runs() == 1  # the scheduled sweep
     task = api.get(f"/api/tasks/{run.pk}").json()
     assert task["status"] == "failed" and "stopped before it finished" in task["error"]
-
-
-def test_other_users_tasks_and_sessions_are_404(api: APIClient, llm: ScriptedLLM) -> None:
-    bob = User.objects.create_user("bob")
-    bobs = Session.objects.create(key="api:bob", channel="api", chat_id="bob", owner=bob)
-    run = Run.objects.create(session=bobs, channel="api", prompt="secret")
-    assert api.get(f"/api/tasks/{run.pk}").status_code == 404
-    assert api.post(f"/api/tasks/{run.pk}/cancel").status_code == 404
-    assert api.get(f"/api/tasks/{uuid.uuid4()}").status_code == 404
-    missing = api.get("/api/tasks/not-a-uuid")
-    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
-    refused = api.post("/api/tasks", {"prompt": "hi", "session": "api:bob"}, format="json")
-    assert refused.status_code == 400 and "session" in refused.json()
-    # The command line's session has no owner: nobody claims it through the API.
-    Session.objects.create(key="cli:direct", channel="cli", chat_id="direct")
-    assert (
-        api.post("/api/tasks", {"prompt": "hi", "session": "cli:direct"}, format="json").status_code
-        == 400
-    )
-    assert not Message.objects.filter(session__key__in=["api:bob", "cli:direct"]).exists()
 
 
 @pytest.mark.parametrize(

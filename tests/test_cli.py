@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -117,3 +118,24 @@ def test_interactive_session(cli: Run, llm: ScriptedLLM) -> None:
     assert "Nice to meet you." in result.stdout
     assert "/model NAME" in result.stdout
     assert len(llm.requests) == 1
+
+
+def test_a_stop_from_another_terminal_ends_the_turn_in_one_line(
+    cli: Run, llm: ScriptedLLM, site_env: dict[str, str]
+) -> None:
+    llm.hang(30)
+    command = [sys.executable, "manage.py", "agent", "-m", "think hard"]
+    first = subprocess.Popen(
+        command, cwd=ROOT, env=site_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(200):  # until the turn is waiting on the model
+            if llm.requests:
+                break
+            time.sleep(0.05)
+        assert cli("-m", "/stop").stdout.strip() == "Stopped 1 task."
+        _, stderr = first.communicate(timeout=30)
+    finally:
+        first.kill()
+    assert first.returncode == 130
+    assert stderr.strip().splitlines() == ["CommandError: stopped"]

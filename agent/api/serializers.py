@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.context import compose_prompt
-from agent.errors import MAX_MESSAGE_CHARS, MODEL_NAME
+from agent.errors import MAX_MESSAGE_CHARS, MODEL_NAME, InvalidInput, validate_content
 from sessions_app.models import Message, Run, Session
 
 
@@ -58,15 +58,18 @@ class TaskIn(serializers.Serializer):
     session = serializers.RegexField(
         SESSION_KEY,
         required=False,
-        help_text="`api:<name>` or `web:<chat id>`; a new key starts a new session.",
+        help_text="`api:<name>` or `web:<chat id>`, one of yours or a new one (each user "
+        "has keys of their own); a new key starts a new session.",
     )
     model = serializers.RegexField(MODEL_NAME, max_length=200, required=False)
     wait = serializers.BooleanField(default=True)
 
     def validate_prompt(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("This field may not be blank.")
-        return value
+        # The same rules as a message through the web chat or the command line.
+        try:
+            return validate_content(value, field="prompt")
+        except InvalidInput as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if len(compose_prompt(attrs["prompt"], attrs.get("context"))) > MAX_MESSAGE_CHARS:

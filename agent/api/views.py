@@ -5,15 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from agent import ratelimit
 from agent.api.permissions import owns_session
 from agent.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED
 from agent.api.serializers import (
@@ -29,14 +29,14 @@ from agent.conf import agent_settings
 from agent.service import build_tools
 from agent.tasks import cancel_task, submit_task
 from agent.tools.registry import ToolRegistry
+from sessions_app import selectors, services
 from sessions_app.models import Run, Session
-from sessions_app.services import fail_stale_runs
 
 
 def owned_session(request: Request, key: str) -> Session:
-    """The user's session `key`; another user's is as missing as one that never was."""
-    session = Session.objects.filter(key=key).first()
-    if session is None or not owns_session(request.user, session):
+    """The user's session `key`. Keys are per user, so another user's is simply not there."""
+    session = selectors.find_session(key=key, owner=request.user)
+    if session is None:
         raise Http404("no such session")
     return session
 
@@ -62,13 +62,16 @@ class SessionDetail(APIView):
         data = SessionUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
         if "title" in data.validated_data:
-            session.title = data.validated_data["title"]
-            session.save(update_fields=["title", "updated"])
+            services.rename_session(session=session, title=data.validated_data["title"])
         return Response(SessionOut(session).data)
 
-    @extend_schema(responses={204: None, **AUTH_ERRORS, **NOT_FOUND})
+    @extend_schema(
+        responses={204: None, **AUTH_ERRORS, **NOT_FOUND},
+        description="Delete the session with its messages and tasks. A running turn stops "
+        "and the chat's open sockets close.",
+    )
     def delete(self, request: Request, key: str) -> Response:
-        owned_session(request, key).delete()
+        services.delete_session(session=owned_session(request, key))
         return Response(status=204)
 
 
@@ -96,17 +99,22 @@ class Tools(APIView):
         return Response(ToolOut(tools, many=True).data)
 
 
-class TaskRateThrottle(UserRateThrottle):
-    """Per-user limit on new tasks; the rate is read per request, so it can be tuned."""
+class TurnRateThrottle(BaseThrottle):
+    """The per-user turn limit the web chat counts against too (AGENT_TURN_RATE)."""
 
-    scope = "tasks"
+    def __init__(self) -> None:
+        self.retry_after: float | None = None
 
-    def get_rate(self) -> str:
-        return str(settings.AGENT_TURN_RATE)
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.retry_after = ratelimit.take(request.user.pk)
+        return self.retry_after is None
+
+    def wait(self) -> float | None:
+        return self.retry_after
 
 
 class TaskCreate(APIView):
-    throttle_classes = [TaskRateThrottle]
+    throttle_classes = [TurnRateThrottle]
 
     @extend_schema(
         request=TaskIn,
@@ -132,7 +140,6 @@ class TaskCreate(APIView):
 class TaskDetail(APIView):
     @extend_schema(responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
     def get(self, request: Request, task_id: str) -> Response:
-        fail_stale_runs()
         return Response(TaskOut(owned_run(request, task_id)).data)
 
 

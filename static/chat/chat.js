@@ -18,8 +18,8 @@ const config = {
 const BACKOFF_MIN = 500;
 const BACKOFF_MAX = 10000;
 const FATAL_CLOSE = {
-  4403: "This chat belongs to someone else.",
   4404: "This chat was not found.",
+  4410: "This chat was deleted.",
 };
 
 const dom = {
@@ -295,6 +295,7 @@ function handleFrame(f) {
       onMessage(f);
       break;
     case "error":
+      if (f.refused) restoreRefused();
       notice(contentText(f.message) || "Something went wrong.");
       break;
     case "subagent_spawned":
@@ -311,6 +312,21 @@ function handleFrame(f) {
       break; // unknown frames are ignored
   }
   state.lastFrame = f.type;
+}
+
+// The server did not take the message just sent (too fast, too many waiting, not valid):
+// take its bubble back out of the conversation and give its text back to the composer.
+function restoreRefused() {
+  const pending = document.querySelectorAll("#messages .msg.user[data-pending]");
+  const last = pending[pending.length - 1];
+  if (!last) return;
+  const text = last.textContent;
+  last.remove();
+  if (!dom.composer.value.trim()) {
+    dom.composer.value = text;
+    autoGrow();
+    updateHint();
+  }
 }
 
 function label(f) {

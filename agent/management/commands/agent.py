@@ -49,7 +49,8 @@ class Command(BaseCommand):
             )
         except TurnError as exc:
             raise CommandError(str(exc), returncode=2) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # Ctrl-C here, or a /stop (or a delete of the session) from elsewhere.
             raise CommandError("stopped", returncode=130) from None
         if not result.success:
             raise CommandError(result.text, returncode=1)
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             except TurnError as exc:
                 console.print(str(exc), style="red", markup=False, highlight=False)
                 continue
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, asyncio.CancelledError):
                 console.print("[yellow]stopped[/]")
                 continue
             finally:
