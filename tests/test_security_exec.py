@@ -63,6 +63,7 @@ async def test_the_server_environment_cannot_be_read(tools: ToolRegistry, plante
     assert "end" in result
     assert planted_secret not in result
     assert "DJANGO_SETTINGS_MODULE" not in result
+    assert str(ROOT) not in result  # not even the server's working directory
 
 
 async def test_the_command_environment_holds_no_secret_names(tools: ToolRegistry) -> None:

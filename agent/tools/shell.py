@@ -173,9 +173,14 @@ class ExecTool(Tool):
             logger.error("could not set up the sandbox: %s", exc)
             raise ToolError(f"could not set up the sandbox for this command: {exc}") from None
         try:
-            # bwrap itself gets no more of the server's environment than the sandbox does.
+            # bwrap itself (the sandbox's PID 1) gets nothing of the server's environment or
+            # working directory: they are readable in the sandbox's /proc/1.
             return await self._run(
-                launch.argv, timeout, env={"PATH": os.defpath}, pass_fds=launch.pass_fds
+                launch.argv,
+                timeout,
+                env={"PATH": os.defpath},
+                cwd=Path("/"),
+                pass_fds=launch.pass_fds,
             )
         finally:
             # Its processes may take a moment to die after a kill; the cgroup waits for them.
