@@ -41,17 +41,18 @@ def page(live_site: str) -> Iterator[object]:
                 "--no-first-run",
             ],
         )
-        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        # A context of its own, so that a test can open a second tab logged in as the first.
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
         page.set_default_timeout(20_000)
         yield page
         browser.close()
 
 
-def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Path) -> None:
+def log_in(page, live_site: str) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=20_000)  # CI machines are slower than a laptop
-
     page.goto(live_site + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.fill("input[name=username]", USERNAME)
@@ -59,6 +60,12 @@ def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Pa
     page.click("button[type=submit]")
     expect(page).to_have_url(re.compile(r"/c/[A-Za-z0-9_-]+/$"))
     expect(page.locator("#model-name")).to_have_text("openai/scripted")
+
+
+def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Path) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
 
     llm.tool_call("write_file", {"path": "hello.txt", "content": "Hello World"})
     llm.reply("Done: **hello.txt** now says `Hello World`.", chunks=8)
@@ -106,3 +113,36 @@ def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Pa
     expect(page.locator(".msg.assistant", has_text="Done: hello.txt")).to_have_count(1)
     expect(page.locator("#session-list li")).to_have_count(1)
     expect(page.locator("#session-list li")).to_contain_text("create hello.txt")
+
+
+@pytest.fixture
+def one_turn_a_minute(site_env: dict[str, str]) -> None:
+    site_env["AGENT_TURN_RATE"] = "1/min"
+
+
+def test_a_refused_message_and_a_deleted_chat_in_a_browser(
+    one_turn_a_minute: None, page, live_site: str, llm: ScriptedLLM
+) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
+    llm.reply("first answer")
+    page.fill("#composer", "first")
+    page.press("#composer", "Enter")
+    expect(page.locator(".msg.assistant").last).to_contain_text("first answer")
+
+    # Past the rate limit the message is not taken: it goes back to the box.
+    page.fill("#composer", "second, too soon")
+    page.press("#composer", "Enter")
+    expect(page.locator(".notice")).to_contain_text("too many messages")
+    expect(page.locator("#composer")).to_have_value("second, too soon")
+    expect(page.locator(".msg.user")).to_have_count(1)
+
+    # Deleted from another tab, the chat says so here.
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.on("dialog", lambda dialog: dialog.accept())
+    other.locator("#session-list .session-delete").first.click(force=True)
+    expect(page.locator("#fatal")).to_have_text("This chat was deleted.")
+    expect(page.locator("#composer")).to_be_disabled()
+    assert len(llm.requests) == 1

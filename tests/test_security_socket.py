@@ -127,10 +127,26 @@ async def test_another_users_chat_id_is_a_chat_of_ones_own(
     await bob.disconnect()
 
 
-async def test_a_deleted_chat_closes_its_sockets(llm: ScriptedLLM, token: str) -> None:
+@sync_to_async
+def delete_in_bulk(username: str, key: str) -> int:
+    """As the admin's "delete selected" does: one queryset delete."""
+    return Session.objects.filter(owner__username=username, key=key).delete()[0]
+
+
+@sync_to_async
+def delete_the_user(username: str, key: str) -> int:
+    return User.objects.filter(username=username).delete()[0]
+
+
+@pytest.mark.parametrize(
+    "delete",
+    [delete_through_the_api, delete_in_bulk, delete_the_user],
+    ids=["api", "admin-bulk", "user-deleted"],
+)
+async def test_a_deleted_chat_closes_its_sockets(llm: ScriptedLLM, token: str, delete) -> None:
     first, _ = await open_chat("gone", token)
     second, _ = await open_chat("gone", token)
-    assert await delete_through_the_api("ada", "web:gone") == 204
+    assert await delete("ada", "web:gone")
     for socket in (first, second):
         frames = []
         while (output := await socket.receive_output(timeout=5))["type"] != "websocket.close":
