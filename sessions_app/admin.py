@@ -52,6 +52,9 @@ class SessionAdmin(admin.ModelAdmin):
     inlines = (RunInline, MessageInline)
     date_hierarchy = "updated"
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # conversations make sessions; a key typed here would name none
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         return (
             super()
