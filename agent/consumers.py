@@ -53,6 +53,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_key = ""
     session_id: int | None = None
     group = ""
+    follower: asyncio.Task[None] | None = None
     followed: str | None = None
 
     async def connect(self) -> None:
@@ -69,7 +70,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.session_key, self.session_id = session.key, session.pk
         self.pending: set[asyncio.Task[None]] = set()
-        self.follower: asyncio.Task[None] | None = None
         self.group = group_name(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         messages = await store.messages_for_display(session=session)

@@ -88,4 +88,5 @@ def on_session_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     watcher reads as a stop.
     """
     session_id = instance.pk
-    transaction.on_commit(lambda: async_to_sync(close_sockets)(session_id))
+    # Robust: the delete is done whatever happens here; a failure is only logged.
+    transaction.on_commit(lambda: async_to_sync(close_sockets)(session_id), robust=True)

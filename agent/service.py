@@ -21,7 +21,7 @@ from agent import budget, commands, context, store
 from agent.concurrency import session_lock, tracked
 from agent.conf import AgentSettings, agent_settings
 from agent.errors import ModelNotConfigured, SessionGone, validate_content, validate_model_name
-from agent.events import Emit, ErrorEvent, MessageEvent, ThinkingFinished, ThinkingStarted, discard
+from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted, discard
 from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
 from agent.tools import Limits, build_registry
@@ -176,10 +176,10 @@ async def _run_locked(
         await asyncio.shield(closing)
         raise
     except SessionDeleted:
-        # Deleted with its run and messages while the turn ran: nothing is left to record.
+        # Deleted with its run and messages while the turn ran: nothing is left to record,
+        # and the door says why the turn ended (`run_turn` raises SessionGone).
         watcher.cancel()
         await emit(ThinkingFinished(run_id=run_id))
-        await emit(ErrorEvent(message=str(SessionGone())))
         raise
     except Exception as exc:  # a bug of ours must still end the run and reach the user as text
         logger.exception("turn %s of %s crashed", run_id, session.key)

@@ -41,6 +41,7 @@ if not SECRET_KEY:
     SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_FAILURE_VIEW = "agentsite.errors.csrf_failure"
 # Cookies travel over HTTPS only once the site answers to a name other than this machine's
 # loopback (it is then behind TLS); the local default is plain http://127.0.0.1.
 _LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}

@@ -55,6 +55,7 @@ async def test_an_anonymous_socket_is_closed_with_4401() -> None:
     connected, _ = await socket.connect()
     assert connected
     assert await socket.receive_output() == {"type": "websocket.close", "code": 4401}
+    await socket.disconnect()  # and the consumer ends cleanly
 
 
 async def test_a_bad_token_is_anonymous() -> None:

@@ -118,51 +118,32 @@ class Sandbox:
             else None
         )
         fds = (_data_fd(_PASSWD), _data_fd(_GROUP))
-        argv = self._argv(
+        argv = [
+            self.bwrap,
+            *self._namespaces(limits),
+            *_filesystem(workspace, limits, passwd_fd=fds[0], group_fd=fds[1]),
+            "--chdir",
+            str(cwd),
+            "--clearenv",
+            *(arg for item in sandbox_env(env).items() for arg in ("--setenv", *item)),
+            "--",
+            *self._limits(limits, cpu_seconds),
+            "/bin/sh",
+            "-c",
             command,
-            workspace=workspace,
-            cwd=cwd,
-            cpu_seconds=cpu_seconds,
-            limits=limits,
-            env=env,
-            passwd_fd=fds[0],
-            group_fd=fds[1],
-        )
+        ]
         return Launch(_join(cgroup, argv), fds, cgroup)
 
-    def _argv(
-        self,
-        command: str,
-        *,
-        workspace: Path,
-        cwd: Path,
-        cpu_seconds: int,
-        limits: Limits,
-        env: Mapping[str, str],
-        passwd_fd: int,
-        group_fd: int,
-    ) -> list[str]:
-        argv = [self.bwrap, "--unshare-all"]
-        if limits.network:
-            argv.append("--share-net")
-        argv += ["--unshare-user", "--disable-userns", "--uid", str(UID), "--gid", str(UID)]
-        argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
-        if self.as_root:
-            argv += ["--cap-drop", "ALL"]
-        argv += ["--ro-bind", "/usr", "/usr", *_system_dirs(), *_etc_files()]
-        argv += ["--ro-bind-data", str(passwd_fd), "/etc/passwd"]
-        argv += ["--ro-bind-data", str(group_fd), "/etc/group"]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
-        size = str(limits.memory_bytes)
-        argv += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
-        # /dev keeps its device nodes writable (/dev/null) but takes no new files.
-        argv += ["--bind", str(workspace), str(workspace), "--remount-ro", "/dev"]
-        argv += ["--remount-ro", "/"]
-        argv += ["--chdir", str(cwd), "--clearenv"]
-        for name, value in sandbox_env(env).items():
-            argv += ["--setenv", name, value]
-        argv += [
-            "--",
+    def _namespaces(self, limits: Limits) -> list[str]:
+        """Its own of everything (network too, unless allowed), as an unprivileged user."""
+        args = ["--unshare-all", *(["--share-net"] if limits.network else [])]
+        args += ["--unshare-user", "--disable-userns", "--uid", str(UID), "--gid", str(UID)]
+        args += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
+        return args + (["--cap-drop", "ALL"] if self.as_root else [])
+
+    def _limits(self, limits: Limits, cpu_seconds: int) -> list[str]:
+        """`prlimit`, which sets the limits and then becomes the shell."""
+        return [
             self.prlimit,
             f"--nproc={limits.max_processes}",
             f"--data={limits.memory_bytes}",
@@ -170,11 +151,22 @@ class Sandbox:
             f"--fsize={FILE_SIZE_LIMIT}",
             f"--nofile={OPEN_FILES}",
             "--core=0",
-            "/bin/sh",
-            "-c",
-            command,
         ]
-        return argv
+
+
+def _filesystem(workspace: Path, limits: Limits, *, passwd_fd: int, group_fd: int) -> list[str]:
+    """System files read-only, private /proc, /dev and /tmp, the workspace writable."""
+    size = str(limits.memory_bytes)
+    return [
+        *("--ro-bind", "/usr", "/usr", *_system_dirs(), *_etc_files()),
+        *("--ro-bind-data", str(passwd_fd), "/etc/passwd"),
+        *("--ro-bind-data", str(group_fd), "/etc/group"),
+        *("--proc", "/proc", "--dev", "/dev"),
+        *("--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"),
+        *("--bind", str(workspace), str(workspace)),
+        # /dev keeps its device nodes writable (/dev/null) but takes no new files.
+        *("--remount-ro", "/dev", "--remount-ro", "/"),
+    ]
 
 
 def sandbox_env(server_env: Mapping[str, str]) -> dict[str, str]:
