@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from django.conf import settings
 
 from agent.tools import Limits, ToolRegistry, build_registry
 from agent.tools import sandbox as sandbox_module
+from agent.tools.cgroups import find_parent
 from agent.tools.guards import Workspace
 from agent.tools.sandbox import sandbox_env
 from agent.tools.shell import ExecTool
@@ -166,7 +168,8 @@ def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
     server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
     try:
         deadline = time.monotonic() + 10
-        while len(host_processes("sleep 306")) < 2:
+        # The sleepers themselves, not bwrap or a shell whose arguments name them.
+        while len(host_processes("sleep 306", whole=True)) < 2:
             assert time.monotonic() < deadline and server.poll() is None
             time.sleep(0.05)
     finally:
@@ -176,6 +179,27 @@ def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
     while host_processes("sleep 306") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not host_processes("sleep 306")
+
+
+@pytest.mark.skipif(find_parent() is None, reason="needs a cgroup this process can make (root)")
+def test_what_a_dead_server_left_in_its_cgroups_is_killed() -> None:
+    """A server killed in the moment between starting a sandbox and the sandbox tying itself
+    to the server's life leaves a command behind; the next server to look cleans it up."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    parent = find_parent()
+    assert parent is not None
+    stale = {folder / f"{gone.pid}-0" for folder in parent.parents.values()}
+    orphan = subprocess.Popen(["sleep", "3071"])
+    try:
+        for folder in stale:
+            folder.mkdir()
+            (folder / "cgroup.procs").write_text(str(orphan.pid))
+        assert find_parent() is not None  # looks, kills, removes
+        assert orphan.wait(timeout=5) == -signal.SIGKILL
+        assert not any(folder.exists() for folder in stale)
+    finally:
+        orphan.kill()
 
 
 async def test_a_fork_bomb_is_capped_and_cleaned_up(tools: ToolRegistry) -> None:

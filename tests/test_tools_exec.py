@@ -25,8 +25,9 @@ def tools(ws: Path) -> ToolRegistry:
     return build_registry(workspace=ws, exec_timeout=1)
 
 
-def host_processes(marker: str) -> list[int]:
-    """Live processes on the host whose command line contains `marker`.
+def host_processes(marker: str, *, whole: bool = False) -> list[int]:
+    """Live processes on the host whose command line contains `marker` (or, `whole`, starts
+    with it: the command itself rather than a shell or bwrap naming it in its arguments).
 
     Tests look from the host: a pid written inside the sandbox belongs to its own PID
     namespace and means nothing out here.
@@ -40,7 +41,8 @@ def host_processes(marker: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in cmdline and state not in {"Z", "X"}:
+        found_here = cmdline.startswith(marker) if whole else marker in cmdline
+        if found_here and state not in {"Z", "X"}:
             found.append(int(entry.name))
     return found
 

@@ -15,6 +15,7 @@ import errno
 import itertools
 import logging
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,7 @@ class Cgroup:
                     if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                         logger.warning("could not remove cgroup %s: %s", path, exc)
                         break
-                    time.sleep(0.02)
+                    time.sleep(0.005)
 
 
 class CgroupParent:
@@ -170,14 +171,23 @@ def _v2_parents(mount: tuple[Path, str], path: str) -> dict[str, Path]:
 
 
 def _remove_stale(folders: set[Path]) -> None:
-    """Remove the empty cgroups left by processes that died before removing their own."""
+    """Remove the cgroups left by server processes that died before removing their own,
+    killing what still runs in them: a command whose server was killed in the moment
+    before its sandbox could tie itself to the server's life."""
     for folder in folders:
         with contextlib.suppress(OSError):
             for child in folder.iterdir():
                 owner = child.name.partition("-")[0]
                 if child.is_dir() and owner.isdigit() and not _alive(int(owner)):
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
+                    _kill_members(child)
+                    Cgroup((child,)).remove()
+
+
+def _kill_members(cgroup: Path) -> None:
+    with contextlib.suppress(OSError):
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:

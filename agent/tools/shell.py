@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.tools.base import Tool, ToolError
 from agent.tools.guards import Workspace, cap_output, check_command, cut_note
-from agent.tools.sandbox import INSTALL_HINT, Limits, SandboxUnavailable, find_sandbox
+from agent.tools.sandbox import INSTALL_HINT, Launch, Limits, SandboxUnavailable, find_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,16 @@ def _kill_group(pid: int) -> None:
     # its PID namespace once its init is gone.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+# Launches whose release runs in a thread; kept referenced until it is done.
+_releasing: set[asyncio.Future[None]] = set()
+
+
+def _release_later(launch: Launch) -> None:
+    release = asyncio.ensure_future(asyncio.to_thread(launch.close))
+    _releasing.add(release)
+    release.add_done_callback(_releasing.discard)
 
 
 def _signal_note(code: int) -> str:
@@ -183,8 +193,9 @@ class ExecTool(Tool):
                 pass_fds=launch.pass_fds,
             )
         finally:
-            # Its processes may take a moment to die after a kill; the cgroup waits for them.
-            await asyncio.shield(asyncio.to_thread(launch.close))
+            # Its cgroup can only go once the sandbox's last processes are reaped, a few
+            # milliseconds after the command's own end: the answer need not wait for that.
+            _release_later(launch)
 
     def _working_dir(self, working_dir: str | None) -> Path:
         if not working_dir:

@@ -1,0 +1,73 @@
+"""What one `exec` call costs, sandboxed and not, next to a bare subprocess (the floor).
+
+    .venv/bin/python bench/exec_overhead.py [--calls 50] [--rounds 5] [--command true]
+
+Each round times `--calls` calls of each kind one after another; the figures are the
+medians over the rounds, in milliseconds per call, with each one's ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+
+from agent.tools.guards import Workspace
+from agent.tools.sandbox import find_sandbox
+from agent.tools.shell import ExecTool
+
+Call = Callable[[], Awaitable[object]]
+
+
+async def per_call_ms(call: Call, calls: int) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        await call()
+    return (time.perf_counter() - started) / calls * 1000
+
+
+async def main(calls: int, rounds: int, command: str) -> None:
+    find_sandbox()  # the one-time probe is not part of a call
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        sandboxed = ExecTool(Workspace(root), timeout=30, env={})
+        unfenced = ExecTool(Workspace(root, restrict=False), timeout=30, env={"PATH": os.defpath})
+
+        async def bare() -> object:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command, cwd=root, stdout=asyncio.subprocess.PIPE
+            )
+            return await proc.communicate()
+
+        kinds: dict[str, Call] = {
+            "bare subprocess (floor)": bare,
+            "exec, unfenced": lambda: unfenced.execute(command=command),
+            "exec, sandboxed": lambda: sandboxed.execute(command=command),
+        }
+        figures: dict[str, list[float]] = {name: [] for name in kinds}
+        for _ in range(rounds):
+            for name, call in kinds.items():
+                figures[name].append(await per_call_ms(call, calls))
+    floor = statistics.median(figures["bare subprocess (floor)"])
+    print(f"{calls} calls of {command!r} x {rounds} rounds (medians)")
+    for name, values in figures.items():
+        median = statistics.median(values)
+        print(f"  {name:<26} {median:8.2f} ms/call   x{median / floor:5.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--command", default="true")
+    args = parser.parse_args()
+    asyncio.run(main(args.calls, args.rounds, args.command))
