@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from agent.tasks import execute
 from sessions_app import services
@@ -24,9 +25,29 @@ def run_queued_task(run_id: str) -> str:
     return run.status
 
 
+SWEEP_SCHEDULE = "Fail dead runs"
+
+
+def ensure_schedules(**kwargs: Any) -> None:
+    """`post_migrate`: the worker's periodic jobs exist, as every `migrate` leaves them,
+    even if someone deleted one in the admin since."""
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(
+        name=SWEEP_SCHEDULE,
+        defaults={
+            "func": f"{__name__}.fail_dead_runs",
+            # Every 20 seconds; the worker looks at its schedules every 30.
+            "schedule_type": Schedule.CRON,
+            "cron": "* * * * * */20",
+            "repeats": -1,
+        },
+    )
+
+
 def fail_dead_runs() -> int:
-    """Scheduled (see the agent app's migrations): mark failed the turns whose process
-    died, whichever door started them. Open chats show it (`ChatConsumer._follow`)."""
+    """Scheduled (`ensure_schedules`): mark failed the turns whose process died, whichever
+    door started them. Open chats show it (`ChatConsumer._follow`)."""
     count = services.fail_dead_runs()
     if count:
         logger.warning("marked %d turn(s) failed: the process running them died", count)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.jobs import fail_dead_runs, run_queued_task
+from agent.jobs import SWEEP_SCHEDULE, fail_dead_runs, run_queued_task
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 
@@ -106,6 +107,22 @@ def test_cancel_a_queued_task(api: APIClient, llm: ScriptedLLM) -> None:
     assert cancelled["status"] == "cancelled" and cancelled["finished"] is not None
     assert run_queued_task(task["id"]) == "cancelled"
     assert llm.requests == []
+
+
+def test_the_sweep_of_dead_runs_is_scheduled_and_comes_back_when_deleted() -> None:
+    from django.core.management import call_command
+    from django.utils import timezone
+    from django.utils.module_loading import import_string
+    from django_q.models import Schedule
+
+    Schedule.objects.filter(name=SWEEP_SCHEDULE).delete()  # as in the admin
+    call_command("migrate", verbosity=0)  # as every deploy does
+    (schedule,) = Schedule.objects.filter(name=SWEEP_SCHEDULE)
+    assert import_string(schedule.func) is fail_dead_runs
+    assert schedule.repeats == -1
+    assert schedule.next_run - timezone.now() <= timedelta(seconds=20)  # well within a minute
+    call_command("migrate", verbosity=0)
+    assert Schedule.objects.filter(name=SWEEP_SCHEDULE).count() == 1
 
 
 def test_a_task_whose_worker_vanished_is_failed(api: APIClient, ada: User) -> None:

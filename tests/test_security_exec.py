@@ -138,22 +138,39 @@ async def test_only_the_workspace_is_writable(tools: ToolRegistry, workspace: Pa
     assert not os.path.exists("/usr/x") and not os.path.exists("/x")
 
 
-async def test_a_link_to_the_database_leads_nowhere(tools: ToolRegistry) -> None:
-    db = Path(settings.DATABASES["default"]["NAME"])
-    result = await run(tools, f"ln -s '{db}' db.lnk && cat db.lnk")
+@pytest.mark.parametrize(
+    "target",
+    [ROOT / "manage.py", ROOT / "agentsite" / "settings.py", ROOT / ".venv" / "pyvenv.cfg"],
+)
+async def test_a_link_to_the_project_leads_nowhere(tools: ToolRegistry, target: Path) -> None:
+    result = await run(tools, f"ln -s '{target}' project.lnk && cat project.lnk")
     assert "No such file or directory" in result
-    read = await tools.execute("read_file", {"path": "db.lnk"})
+    read = await tools.execute("read_file", {"path": "project.lnk"})
     assert read.startswith("Error") and "outside the workspace" in read
 
 
-async def test_background_and_detached_processes_end_with_the_call(tools: ToolRegistry) -> None:
-    result = await run(
-        tools,
-        "sleep 3031 & setsid sleep 3032 & nohup sleep 3033 >/dev/null 2>&1 & "
-        "(sleep 3034 &) ; setsid -f sleep 3035; echo started",
-    )
-    assert result == "started\nExit code: 0"
-    assert await wait_gone("sleep 303"), host_processes("sleep 303")
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/proc/self/environ",  # the server's own environment: the file tools run in it
+        "/proc/self/cmdline",
+        str(Path(settings.DATA_DIR) / "secret_key"),
+        str(ROOT / "data" / "db.sqlite3"),
+        "../../../../../../etc/passwd",
+        "~/.bashrc",
+    ],
+)
+async def test_the_file_tools_cannot_reach_the_servers_secrets(
+    tools: ToolRegistry, path: str
+) -> None:
+    for tool, extra in [
+        ("read_file", {}),
+        ("write_file", {"content": "x"}),
+        ("append_file", {"content": "x"}),
+        ("edit_file", {"old_text": "a", "new_text": "b"}),
+    ]:
+        result = await tools.execute(tool, {"path": path, **extra})
+        assert result.startswith("Error") and "outside the workspace" in result, (tool, result)
 
 
 def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
