@@ -356,7 +356,10 @@ def _ordinary_user_python() -> str | None:
     return None
 
 
-@pytest.mark.skipif(_ordinary_user_python() is not None, reason=str(_ordinary_user_python()))
+WHY_NOT_AS_NOBODY = _ordinary_user_python()
+
+
+@pytest.mark.skipif(WHY_NOT_AS_NOBODY is not None, reason=str(WHY_NOT_AS_NOBODY))
 def test_as_an_ordinary_user_the_process_cap_holds_without_cgroups() -> None:
     """Most servers run as an ordinary user: there the kernel's per-user process limit,
     counted per sandbox, is what caps a fork bomb."""
