@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from django.conf import settings
 
@@ -30,6 +31,9 @@ class AgentSettings:
     llm_timeout: float
     llm_max_retries: int
     llm_retry_budget: float
+    llm_backend: Literal["auto", "litellm"]
+    openai_api_key: str
+    openai_base_url: str
     data_dir: Path
     exec_env: dict[str, str]
 
@@ -57,6 +61,9 @@ def agent_settings() -> AgentSettings:
         llm_timeout=settings.AGENT_LLM_TIMEOUT,
         llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
         llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,
+        llm_backend=settings.AGENT_LLM_BACKEND,
+        openai_api_key=settings.OPENAI_API_KEY,
+        openai_base_url=settings.OPENAI_BASE_URL,
         data_dir=Path(settings.DATA_DIR),
         exec_env=dict(settings.AGENT_EXEC_ENV),
     )

@@ -1,56 +1,40 @@
-"""The LLM adapter: the only module that imports litellm, and only when a call is made.
+"""The LLM adapter: one interface to every model, two ways to reach it.
 
-It streams one chat completion with tool definitions, assembles the streamed tool-call
-deltas, retries transient failures with exponential backoff (honouring Retry-After), and
-turns every failure into an `LLMError` whose `kind` tells the loop what to do.
+Models served over OpenAI's chat-completions protocol (`openai/<name>`: OpenAI itself and
+every OpenAI-compatible server) are spoken to directly (`agent.llm_wire`); every other
+provider goes through litellm (`agent.llm_litellm`), imported only when such a model is
+used. Either way this module streams one completion with tool definitions, assembles the
+streamed tool-call deltas, retries transient failures with exponential backoff (honouring
+Retry-After), and turns every failure into an `LLMError` whose `kind` tells the loop what
+to do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
-import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import httpx
 
+from agent import llm_litellm, llm_wire, model_table
 from agent.llm_errors import LLMError, classify
-
-if TYPE_CHECKING:
-    from types import ModuleType
 
 logger = logging.getLogger(__name__)
 
 TextCallback = Callable[[str], Awaitable[None]]
 RetryCallback = Callable[[int, float, LLMError], Awaitable[None]]
+Backend = Literal["auto", "litellm"]
 
 _BACKOFF_BASE = 1.0
 _BACKOFF_CAP = 30.0
 _CONTEXT_WINDOW_TTL = 300.0
 DEFAULT_CONTEXT_WINDOW = 32768
-
-_litellm: ModuleType | None = None
-
-
-def _lib() -> ModuleType:
-    """Import litellm on first use: it takes seconds and most commands never call a model."""
-    global _litellm
-    if _litellm is None:
-        import litellm
-
-        litellm.suppress_debug_info = True
-        litellm.drop_params = True
-        _litellm = litellm
-    return _litellm
-
-
-def preload() -> None:
-    """Import litellm in the background, so a server's first turn does not wait seconds."""
-    threading.Thread(target=_lib, name="litellm-import", daemon=True).start()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +48,16 @@ class LLMConfig:
     timeout: float = 120.0
     max_retries: int = 4
     retry_budget: float = 60.0
+    # "litellm" sends OpenAI-compatible models through litellm too.
+    backend: Backend = "auto"
+    # Where `openai/<name>` goes when no api_base is set: OpenAI, or OPENAI_BASE_URL.
+    openai_base: str = ""
+    openai_key: str = ""
+
+
+def needs_litellm(model: str, backend: str = "auto") -> bool:
+    """Whether the model is reached through litellm rather than spoken to directly."""
+    return backend == "litellm" or not model.startswith("openai/")
 
 
 @dataclass(slots=True)
@@ -151,10 +145,19 @@ def _get(obj: Any, key: str) -> Any:
 
 
 class LLM:
-    """One configured model. Cheap to build; litellm keeps the HTTP connections."""
+    """One configured model. Cheap to build: connections are pooled per process."""
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
+        self.wire: llm_wire.WireTarget | None = None
+        if not needs_litellm(config.model, config.backend):
+            self.wire = llm_wire.target(
+                config.model,
+                api_base=config.api_base,
+                api_key=config.api_key,
+                openai_base=config.openai_base,
+                openai_key=config.openai_key,
+            )
 
     async def stream(
         self,
@@ -187,6 +190,27 @@ class LLM:
                     await on_retry(attempt, delay, error)
                 await asyncio.sleep(delay)
 
+    def _chunks(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> AsyncGenerator[Any, None]:
+        cfg = self.config
+        if self.wire is not None:
+            body = llm_wire.request_body(
+                self.wire, messages, tools, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+            )
+            return llm_wire.stream_chunks(self.wire, body, http_timeout=cfg.timeout)
+        request = llm_litellm.request_kwargs(
+            cfg.model,
+            messages,
+            tools,
+            api_base=cfg.api_base,
+            api_key=cfg.api_key,
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            timeout=cfg.timeout,
+        )
+        return llm_litellm.stream_chunks(request)
+
     async def _stream_once(
         self,
         messages: list[dict[str, Any]],
@@ -194,34 +218,36 @@ class LLM:
         on_text: TextCallback | None,
         on_reasoning: TextCallback | None,
     ) -> LLMResponse:
-        litellm = _lib()
         result = LLMResponse()
         text: list[str] = []
         reasoning: list[str] = []
         assembler = ToolCallAssembler()
         idle = self.config.timeout
         loop = asyncio.get_running_loop()
+        chunks = self._chunks(messages, tools)
         try:
             # One deadline that every received chunk pushes forward: a hung response
             # fails after `timeout` seconds of silence, however long the whole answer runs.
-            async with asyncio.timeout(idle) as deadline:
-                stream = await litellm.acompletion(**self._request(messages, tools, stream=True))
-                async for chunk in stream:
+            async with contextlib.aclosing(chunks), asyncio.timeout(idle) as deadline:
+                async for chunk in chunks:
                     deadline.reschedule(loop.time() + idle)
                     usage = _get(chunk, "usage")
                     if usage:
                         result.usage = _usage_dict(usage)
-                    choices = _get(chunk, "choices") or []
+                    choices = _get(chunk, "choices")
                     if not choices:
                         continue
                     choice = choices[0]
+                    finish = _get(choice, "finish_reason")
+                    if finish:
+                        result.finish_reason = finish
                     delta = _get(choice, "delta")
-                    if _get(choice, "finish_reason"):
-                        result.finish_reason = _get(choice, "finish_reason")
                     if delta is None:
                         continue
-                    piece = _get(delta, "reasoning_content")
-                    if piece:
+                    # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
+                    # reasoning.
+                    piece = _get(delta, "reasoning_content") or _get(delta, "reasoning")
+                    if piece and isinstance(piece, str):
                         reasoning.append(piece)
                         if on_reasoning is not None:
                             await on_reasoning(piece)
@@ -246,52 +272,15 @@ class LLM:
         """A plain (non-streamed) answer, retried like `stream`; for summaries and titles."""
         return (await self.stream(messages)).content
 
-    def _request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool
-    ) -> dict[str, Any]:
-        cfg = self.config
-        request: dict[str, Any] = {
-            "model": cfg.model,
-            "messages": messages,
-            "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens,
-            "timeout": cfg.timeout,
-            # Retries are ours, with backoff and a budget; the SDKs must not add their own.
-            "max_retries": 0,
-            "num_retries": 0,
-        }
-        if stream:
-            request["stream"] = True
-            request["stream_options"] = {"include_usage": True}
-        if tools:
-            request["tools"] = tools
-            request["tool_choice"] = "auto"
-        if cfg.api_base:
-            request["api_base"] = cfg.api_base
-        if cfg.api_key:
-            request["api_key"] = cfg.api_key
-        elif cfg.api_base:
-            # Local servers (Ollama, LM Studio, llama.cpp) want no key, but the OpenAI client
-            # refuses to start without one.
-            request["api_key"] = "no-key"
-        return request
-
     def _cost(self, usage: dict[str, int]) -> float | None:
         if not usage:
             return None
-        try:
-            prompt_cost, completion_cost = _lib().cost_per_token(
-                model=self.config.model,
-                prompt_tokens=usage.get("prompt_tokens", 0),
-                completion_tokens=usage.get("completion_tokens", 0),
-            )
-        except Exception:  # litellm raises for models it has no price for
-            return None
-        total = float(prompt_cost) + float(completion_cost)
-        return total if total > 0 else None
+        if self.wire is not None:
+            return model_table.cost(self.config.model, usage)
+        return llm_litellm.cost(self.config.model, usage)
 
     async def context_window(self) -> int:
-        """Tokens the model accepts: the configured override, litellm's table, or the server."""
+        """Tokens the model accepts: the configured override, the model table, or the server."""
         cfg = self.config
         if cfg.context_window > 0:
             return cfg.context_window
@@ -299,22 +288,16 @@ class LLM:
         cached = _context_windows.get(key)
         if cached and cached[1] > time.monotonic():
             return cached[0]
-        window = _known_context_window(cfg.model) or await _served_context_window(cfg)
-        window = window or DEFAULT_CONTEXT_WINDOW
+        if self.wire is not None:
+            known = model_table.context_window(cfg.model)
+        else:
+            known = llm_litellm.context_window(cfg.model)
+        window = known or await _served_context_window(cfg) or DEFAULT_CONTEXT_WINDOW
         _context_windows[key] = (window, time.monotonic() + _CONTEXT_WINDOW_TTL)
         return window
 
 
 _context_windows: dict[tuple[str, str], tuple[int, float]] = {}
-
-
-def _known_context_window(model: str) -> int | None:
-    try:
-        info = _lib().get_model_info(model)
-    except Exception:  # unmapped models (local servers, new releases) are expected
-        return None
-    value = info.get("max_input_tokens") or info.get("max_tokens")
-    return int(value) if value else None
 
 
 async def _served_context_window(cfg: LLMConfig) -> int | None:
@@ -324,10 +307,11 @@ async def _served_context_window(cfg: LLMConfig) -> int | None:
     name = cfg.model.split("/", 1)[-1]
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
     try:
-        async with httpx.AsyncClient(timeout=5.0) as client:
-            response = await client.get(f"{cfg.api_base.rstrip('/')}/models", headers=headers)
-            response.raise_for_status()
-            entries = response.json().get("data", [])
+        response = await llm_wire.client().get(
+            f"{cfg.api_base.rstrip('/')}/models", headers=headers, timeout=5.0
+        )
+        response.raise_for_status()
+        entries = response.json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         logger.info("could not read the context window from %s: %s", cfg.api_base, exc)
         return None

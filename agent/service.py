@@ -282,4 +282,7 @@ def _llm_config(conf: AgentSettings, model: str) -> LLMConfig:
         timeout=conf.llm_timeout,
         max_retries=conf.llm_max_retries,
         retry_budget=conf.llm_retry_budget,
+        backend=conf.llm_backend,
+        openai_base=conf.openai_base_url,
+        openai_key=conf.openai_api_key,
     )

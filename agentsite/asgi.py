@@ -9,7 +9,9 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from agent.llm import preload  # noqa: E402
+from agent.conf import agent_settings  # noqa: E402
+from agent.llm import needs_litellm  # noqa: E402
+from agent.llm_litellm import preload  # noqa: E402
 from agent.routing import websocket_urlpatterns  # noqa: E402
 from agent.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
 
@@ -22,4 +24,8 @@ application = ProtocolTypeRouter(
     }
 )
 
-preload()
+# A model reached through litellm would make the first turn wait seconds for its import;
+# the lean path has nothing to wait for.
+_conf = agent_settings()
+if _conf.model and needs_litellm(_conf.model, _conf.llm_backend):
+    preload()

@@ -252,6 +252,17 @@ AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)
 # Retries of a failed model call, and the most time all of their waits may add up to.
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=4)
 AGENT_LLM_RETRY_BUDGET = env.float("AGENT_LLM_RETRY_BUDGET", default=60.0)
+# How models are reached: "auto" speaks OpenAI's protocol itself to `openai/<name>` models
+# (OpenAI and every OpenAI-compatible server) and hands every other provider to litellm;
+# "litellm" sends all of them through litellm.
+AGENT_LLM_BACKEND = env.str("AGENT_LLM_BACKEND", default="auto").strip().lower()
+if AGENT_LLM_BACKEND not in ("auto", "litellm"):
+    raise ImproperlyConfigured(
+        f"AGENT_LLM_BACKEND is {AGENT_LLM_BACKEND!r}: use auto (the default) or litellm"
+    )
+# OpenAI itself, for `openai/<name>` without AGENT_API_BASE; litellm reads the same names.
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default=env.str("OPENAI_API_BASE", default=""))
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

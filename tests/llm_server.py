@@ -32,7 +32,8 @@ MODEL_ID = "scripted"
 
 @dataclass
 class Step:
-    """One scripted answer. `kind` is text, tools, error, hang, drop or stamps.
+    """One scripted answer. `kind` is text, tools, error, hang, drop, cut, garbage,
+    stream_error or stamps.
 
     `stamps` streams `chunks` pieces, each the wall-clock time (ns) it was sent, in
     angle brackets: latency benchmarks read them back on the client side.
@@ -49,6 +50,11 @@ class Step:
     delay: float = 0.0
     chunk_delay: float = 0.0
     usage: dict[str, int] | None = None
+    # The delta key reasoning travels under: DeepSeek and vLLM say reasoning_content,
+    # OpenRouter and Ollama say reasoning.
+    reasoning_key: str = "reasoning_content"
+    # Answer with one JSON body even when a stream was asked for, as some servers do.
+    plain: bool = False
 
 
 def _split(text: str, parts: int) -> list[str]:
@@ -75,6 +81,7 @@ class ScriptedLLM:
         self.context_window = context_window
         self.default = default
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -118,6 +125,18 @@ class ScriptedLLM:
     def drop(self, after_text: str = "") -> ScriptedLLM:
         """Start streaming `after_text`, then close the connection without finishing."""
         return self._push(Step("drop", text=after_text, chunks=2))
+
+    def cut(self, after_text: str = "") -> ScriptedLLM:
+        """Stream `after_text`, then end the response cleanly but early: no finish, no [DONE]."""
+        return self._push(Step("cut", text=after_text, chunks=2))
+
+    def garbage(self, after_text: str = "") -> ScriptedLLM:
+        """Stream `after_text`, then an event that is not JSON."""
+        return self._push(Step("garbage", text=after_text, chunks=2))
+
+    def stream_error(self, message: str, *, code: int = 500) -> ScriptedLLM:
+        """Start streaming, then send an error event, as OpenRouter and vLLM do."""
+        return self._push(Step("stream_error", text=message, status=code))
 
     def _push(self, step: Step) -> ScriptedLLM:
         with self._lock:
@@ -203,13 +222,14 @@ class ScriptedLLM:
                 except json.JSONDecodeError:
                     self._json(400, {"error": {"message": "body is not JSON"}})
                     return
+                llm.headers.append(dict(self.headers))
                 step = llm._next_step(body)
                 if step.kind == "error":
                     self._error(step)
                 elif step.kind == "hang":
                     time.sleep(step.delay)
                     self.close_connection = True
-                elif body.get("stream"):
+                elif body.get("stream") and not step.plain:
                     self._stream(step, body)
                 else:
                     self._json(200, self._completion(step, body))
@@ -237,6 +257,8 @@ class ScriptedLLM:
 
             def _completion(self, step: Step, body: dict[str, Any]) -> dict[str, Any]:
                 message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+                if step.reasoning:
+                    message[step.reasoning_key] = step.reasoning
                 if step.tool_calls:
                     message["tool_calls"] = [
                         {
@@ -285,9 +307,19 @@ class ScriptedLLM:
 
                 send({"role": "assistant", "content": ""})
                 for piece in _split(step.reasoning, step.chunks):
-                    send({"reasoning_content": piece})
+                    send({step.reasoning_key: piece})
+                if step.kind == "stream_error":
+                    error = {"error": {"message": step.text, "code": step.status}}
+                    self._chunk(f"data: {json.dumps(error)}\n\n")
+                    self._end()
+                    return
                 for piece in _split(step.text, step.chunks):
                     send({"content": piece})
+                if step.kind == "garbage":
+                    self._chunk("data: {this is not json\n\n")
+                if step.kind in ("cut", "garbage"):
+                    self._end()
+                    return
                 if step.kind == "stamps":
                     for _ in range(step.chunks):
                         send({"content": f"<{time.time_ns()}>"})
@@ -312,6 +344,9 @@ class ScriptedLLM:
                     usage_chunk = {**base, "choices": [], "usage": _usage(step, body)}
                     self._chunk(f"data: {json.dumps(usage_chunk)}\n\n")
                 self._chunk("data: [DONE]\n\n")
+                self._end()
+
+            def _end(self) -> None:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 

@@ -1,0 +1,102 @@
+"""Every provider that does not speak OpenAI's wire protocol, through litellm.
+
+Anthropic, Gemini, Bedrock, Ollama's own API, OpenRouter and the rest. This is the only
+module that imports litellm, and only once such a model is used: the import alone takes
+seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+_litellm: ModuleType | None = None
+_import_lock = threading.Lock()
+
+
+def _lib() -> ModuleType:
+    global _litellm
+    with _import_lock:
+        if _litellm is None:
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.drop_params = True
+            _litellm = litellm
+    return _litellm
+
+
+def preload() -> None:
+    """Import litellm in the background, so that a server's first turn does not wait."""
+    threading.Thread(target=_lib, name="litellm-import", daemon=True).start()
+
+
+def request_kwargs(
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    *,
+    api_base: str,
+    api_key: str,
+    temperature: float,
+    max_tokens: int,
+    timeout: float,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "timeout": timeout,
+        # Retries are the adapter's, with backoff and a budget; the SDKs must not add theirs.
+        "max_retries": 0,
+        "num_retries": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        request["tools"] = tools
+        request["tool_choice"] = "auto"
+    if api_base:
+        request["api_base"] = api_base
+    if api_key:
+        request["api_key"] = api_key
+    elif api_base:
+        # Local servers want no key, but the OpenAI client refuses to start without one.
+        request["api_key"] = "no-key"
+    return request
+
+
+async def stream_chunks(request: dict[str, Any]) -> AsyncGenerator[Any, None]:
+    stream = await _lib().acompletion(**request)
+    async for chunk in stream:
+        yield chunk
+
+
+def cost(model: str, usage: dict[str, int]) -> float | None:
+    try:
+        prompt_cost, completion_cost = _lib().cost_per_token(
+            model=model,
+            prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
+        )
+    except Exception:  # litellm raises for models it has no price for
+        return None
+    total = float(prompt_cost) + float(completion_cost)
+    return total if total > 0 else None
+
+
+def context_window(model: str) -> int | None:
+    try:
+        info = _lib().get_model_info(model)
+    except Exception:  # unmapped models (local servers, new releases) are expected
+        return None
+    value = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(value) if value else None
