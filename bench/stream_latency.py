@@ -14,11 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,23 +24,11 @@ from pathlib import Path
 import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._procs import bench_env, children, free_port  # noqa: E402
+
 STAMP = re.compile(r"<(\d+)>")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port}")
 
 
 async def one_session(url: str, index: int, delays: list[float]) -> int:
@@ -92,99 +77,90 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    scratch = Path(tempfile.mkdtemp(prefix="agentsite-stream-"))
-    llm_port, web_port = free_port(), free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AGENT_", "DJANGO_", "DATABASE_"))
-    }
-    env.update(
-        {
-            "AGENT_DATA_DIR": str(scratch / "data"),
-            "AGENT_WORKSPACE": str(scratch / "workspace"),
-            "AGENT_MODEL": "openai/scripted",
-            "AGENT_API_BASE": f"http://127.0.0.1:{llm_port}/v1",
-            "AGENT_API_KEY": "bench",
-            "DJANGO_SUPERUSER_USERNAME": "bench",
-            "DJANGO_SUPERUSER_PASSWORD": "bench-password-1",
-            "DJANGO_DEBUG": "false",
-            "DJANGO_SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
-        }
-    )
-    if "DATABASE_URL" in os.environ:
-        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
-    python = sys.executable
-
-    def manage(*command: str) -> str:
-        done = subprocess.run(
-            [python, "manage.py", *command],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return done.stdout
-
-    manage("migrate", "-v0")
-    manage("ensure_login")
-    token = manage("drf_create_token", "bench").split()[2]
-
-    children = [
-        subprocess.Popen(
-            [
-                python,
-                "-m",
-                "tests.llm_server",
-                "--port",
-                str(llm_port),
-                "--stamps",
-                str(args.chunks),
-                "--interval",
-                str(args.interval),
-            ],
-            cwd=ROOT,
-            env=env,
-            stderr=subprocess.DEVNULL,
-        ),
-        subprocess.Popen(
-            [
-                python,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(web_port),
-                "agentsite.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-        ),
-    ]
     try:
-        wait_for_port(llm_port)
-        wait_for_port(web_port)
-        url = f"ws://127.0.0.1:{web_port}/ws/chat/{{chat}}/?token={token}"
-        pace = f"one every {args.interval * 1000:g} ms" if args.interval else "as fast as possible"
-        print(
-            f"{args.chunks} chunks per answer, {pace}; one daphne process; model in its own process"
-        )
+        with (
+            tempfile.TemporaryDirectory(prefix="agentsite-stream-") as folder,
+            children(Path(folder) / "logs") as procs,
+        ):
+            scratch = Path(folder)
+            llm_port, web_port = free_port(), free_port()
+            env = bench_env(scratch, f"http://127.0.0.1:{llm_port}/v1")
+            env.update(
+                {
+                    "DJANGO_SUPERUSER_USERNAME": "bench",
+                    "DJANGO_SUPERUSER_PASSWORD": "bench-password-1",
+                    # A run opens more chats at once than one user may start turns a minute.
+                    "AGENT_TURN_RATE": "100000/min",
+                }
+            )
+            python = sys.executable
 
-        async def run() -> None:
-            # Imports, connections and first queries make the first answer slow.
-            await measure(url, 1, 10_000, "   (warm-up)")
-            for offset, sessions in enumerate(args.sessions):
-                await measure(url, sessions, offset * 1000)
+            def manage(*command: str) -> str:
+                return procs.run(
+                    [python, "manage.py", *command],
+                    name=f"manage-{command[0]}",
+                    cwd=ROOT,
+                    env=env,
+                )
 
-        asyncio.run(run())
-    finally:
-        for child in children:
-            child.terminate()
-            child.wait(timeout=10)
+            manage("migrate", "-v0")
+            manage("ensure_login")
+            token = manage("drf_create_token", "bench").split()[2]
+
+            llm = procs.start(
+                [
+                    python,
+                    "-m",
+                    "tests.llm_server",
+                    "--port",
+                    str(llm_port),
+                    "--stamps",
+                    str(args.chunks),
+                    "--interval",
+                    str(args.interval),
+                ],
+                name="llm_server",
+                cwd=ROOT,
+                env=env,
+            )
+            web = procs.start(
+                [
+                    python,
+                    "-m",
+                    "daphne",
+                    "-v",
+                    "0",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(web_port),
+                    "agentsite.asgi:application",
+                ],
+                name="daphne",
+                cwd=ROOT,
+                env=env,
+            )
+            procs.wait_for_port(llm_port, llm)
+            procs.wait_for_port(web_port, web)
+            url = f"ws://127.0.0.1:{web_port}/ws/chat/{{chat}}/?token={token}"
+            pace = (
+                f"one every {args.interval * 1000:g} ms" if args.interval else "as fast as possible"
+            )
+            print(
+                f"{args.chunks} chunks per answer, {pace}; one daphne process; "
+                "model in its own process"
+            )
+
+            async def run() -> None:
+                # Imports, connections and first queries make the first answer slow.
+                await measure(url, 1, 10_000, "   (warm-up)")
+                for offset, sessions in enumerate(args.sessions):
+                    await measure(url, sessions, offset * 1000)
+
+            asyncio.run(run())
+    except KeyboardInterrupt:
+        print("\ninterrupted; every process the bench started is stopped", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":
