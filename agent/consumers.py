@@ -47,6 +47,8 @@ FOLLOW_SECONDS = 2.0
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
+# The same for delayed flushes of streamed chunks.
+_flushes: set[asyncio.Task[None]] = set()
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -249,11 +251,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
 
 class ChunkCoalescer:
-    """Joins stream chunks that arrive within `window` seconds into one frame.
+    """Sends stream chunks at most once per `window` seconds, joined into one frame.
 
     A fast model sends hundreds of tiny chunks a second; one frame each costs the server
-    more than the model's parsing does. Chunks of one message are joined in order and
-    flushed before any other event, so the frames still concatenate to the saved text.
+    more than the model's parsing does. A chunk after a quiet spell goes out at once; the
+    ones that follow it within the window wait for its end and leave together. Chunks of one
+    message are joined in order and flushed before any other event, so the frames still
+    concatenate to the saved text.
     """
 
     def __init__(self, send: Any, *, window: float = 0.02) -> None:
@@ -261,7 +265,8 @@ class ChunkCoalescer:
         self.window = window
         self.msg_id = ""
         self.parts: list[str] = []
-        self.flusher: asyncio.Task[None] | None = None
+        self.flusher: asyncio.TimerHandle | None = None
+        self.sent_at = -math.inf
 
     async def __call__(self, event: Event) -> None:
         if isinstance(event, StreamChunk):
@@ -270,15 +275,21 @@ class ChunkCoalescer:
             self.msg_id = event.msg_id
             self.parts.append(event.content)
             if self.flusher is None:
-                self.flusher = asyncio.create_task(self._flush_later())
+                loop = asyncio.get_running_loop()
+                wait = self.sent_at + self.window - loop.time()
+                if wait <= 0:
+                    await self.flush()
+                else:
+                    self.flusher = loop.call_later(wait, self._flush_soon)
             return
         await self.flush()
         await self.send(event.to_dict())
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self.window)
+    def _flush_soon(self) -> None:
         self.flusher = None
-        await self.flush()
+        task = asyncio.ensure_future(self.flush())
+        _flushes.add(task)
+        task.add_done_callback(_flushes.discard)
 
     async def flush(self) -> None:
         if self.flusher is not None:
@@ -286,4 +297,5 @@ class ChunkCoalescer:
             self.flusher = None
         if self.parts:
             content, self.parts = "".join(self.parts), []
+            self.sent_at = asyncio.get_running_loop().time()
             await self.send(StreamChunk(msg_id=self.msg_id, content=content).to_dict())

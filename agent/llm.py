@@ -224,13 +224,19 @@ class LLM:
         assembler = ToolCallAssembler()
         idle = self.config.timeout
         loop = asyncio.get_running_loop()
+        # Pushing the deadline costs a timer; once per tenth of it per chunk is plenty.
+        push_every = min(1.0, idle / 10)
+        pushed = loop.time()
         chunks = self._chunks(messages, tools)
         try:
             # One deadline that every received chunk pushes forward: a hung response
             # fails after `timeout` seconds of silence, however long the whole answer runs.
             async with contextlib.aclosing(chunks), asyncio.timeout(idle) as deadline:
                 async for chunk in chunks:
-                    deadline.reschedule(loop.time() + idle)
+                    now = loop.time()
+                    if now - pushed >= push_every:
+                        deadline.reschedule(now + idle)
+                        pushed = now
                     usage = _get(chunk, "usage")
                     if usage:
                         result.usage = _usage_dict(usage)

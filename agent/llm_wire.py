@@ -141,8 +141,10 @@ async def stream_chunks(
 
 async def _events(response: httpx.Response) -> AsyncGenerator[Chunk, None]:
     data: list[str] = []
-    finished = False
+    finished = done = False
     async for line in response.aiter_lines():
+        if done:
+            continue  # read to the end, so that the connection goes back to the pool
         if line.startswith("data:"):
             data.append(line[6:] if line.startswith("data: ") else line[5:])
             continue
@@ -151,7 +153,8 @@ async def _events(response: httpx.Response) -> AsyncGenerator[Chunk, None]:
         payload = "\n".join(data)
         data.clear()
         if payload == "[DONE]":
-            return
+            done = True
+            continue
         chunk = _json(payload)
         if "error" in chunk:
             raise _stream_error(chunk["error"])
@@ -160,6 +163,8 @@ async def _events(response: httpx.Response) -> AsyncGenerator[Chunk, None]:
             for choice in chunk.get("choices") or ()
         )
         yield chunk
+    if done:
+        return
     if data and data != ["[DONE]"]:
         yield _json("\n".join(data))
     elif not finished:

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -26,14 +25,14 @@ from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
 from agent.tools import Limits, build_registry
 from agent.tools.registry import ToolRegistry
-from sessions_app.models import HEARTBEAT_SECONDS, Run, Session
+from agent.watch import watch_run
+from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped."
 # How often a running turn checks whether another process asked it to stop.
-STOP_POLL_SECONDS = 0.5
 
 _closing: set[asyncio.Future[Any]] = set()
 
@@ -147,7 +146,9 @@ async def _run_locked(
     async def save(message: dict[str, Any], usage: dict[str, int] | None) -> None:
         await store.add_message(session=session, run=run, message=message, usage=usage)
 
-    watcher = asyncio.create_task(_watch_for_stop(run.pk, asyncio.current_task()))
+    turn = asyncio.current_task()
+    assert turn is not None  # run_turn is always awaited inside a task
+    unwatch = watch_run(run.pk, turn)
     loop: AgentLoop | None = None
     try:
         await save({"role": "user", "content": content}, None)
@@ -164,7 +165,7 @@ async def _run_locked(
         )
         outcome = await loop.run(system, history, user)
     except asyncio.CancelledError:
-        watcher.cancel()  # it must not cancel the turn a second time while it closes
+        unwatch()  # it must not cancel the turn a second time while it closes
         # What the turn did before the stop still counts: iterations, tools, tokens.
         stopped = loop.result if loop is not None else LoopResult("", "failed", 0)
         stopped.text = STOPPED_TEXT
@@ -178,7 +179,7 @@ async def _run_locked(
     except SessionDeleted:
         # Deleted with its run and messages while the turn ran: nothing is left to record,
         # and the door says why the turn ended (`run_turn` raises SessionGone).
-        watcher.cancel()
+        unwatch()
         await emit(ThinkingFinished(run_id=run_id))
         raise
     except Exception as exc:  # a bug of ours must still end the run and reach the user as text
@@ -191,24 +192,8 @@ async def _run_locked(
             error_kind="internal",
         )
     finally:
-        watcher.cancel()
+        unwatch()
     return await _close(run, emit, outcome)
-
-
-async def _watch_for_stop(run_id: UUID, turn: asyncio.Task[Any] | None) -> None:
-    """Cancel the turn when any process asks it to stop; keep its heartbeat going."""
-    polls_per_beat = max(1, round(HEARTBEAT_SECONDS / STOP_POLL_SECONDS))
-    polls = 0
-    while turn is not None and not turn.cancelling():
-        await asyncio.sleep(STOP_POLL_SECONDS)
-        if turn.cancelling():
-            return
-        if await store.stop_requested(run_id=run_id) and not turn.cancelling():
-            turn.cancel()
-            return
-        polls += 1
-        if polls % polls_per_beat == 0:
-            await store.beat(run_id=run_id)
 
 
 async def _close(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -36,9 +37,10 @@ def get_session(*, session_id: int) -> Session | None:
     return Session.objects.select_related("owner").filter(pk=session_id).first()
 
 
-def stop_requested(*, run_id: UUID) -> bool:
-    """Whether the run should stop: asked to, or deleted (with its session)."""
-    return not Run.objects.filter(pk=run_id, cancel_requested=False).exists()
+def runs_to_stop(*, run_ids: Collection[UUID]) -> set[UUID]:
+    """Those of the runs that should stop: asked to, or deleted (with their session)."""
+    going_on = Run.objects.filter(pk__in=run_ids, cancel_requested=False)
+    return set(run_ids) - set(going_on.values_list("pk", flat=True))
 
 
 def has_running_turn(*, session_id: int) -> bool:

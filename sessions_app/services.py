@@ -7,6 +7,7 @@ error, and the run's last write quietly finds nothing to update.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -209,8 +210,9 @@ def delete_session(*, session: Session) -> None:
     session.delete()
 
 
-def beat(*, run_id: UUID) -> None:
-    Run.objects.filter(pk=run_id).update(heartbeat=timezone.now())
+def beat(*, run_ids: Collection[UUID]) -> None:
+    """Say that these runs' process is alive (see `fail_dead_runs`)."""
+    Run.objects.filter(pk__in=run_ids).update(heartbeat=timezone.now())
 
 
 def fail_dead_runs() -> int:

@@ -66,6 +66,8 @@ def _split(text: str, parts: int) -> list[str]:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Benchmarks open hundreds of streams at once; the default backlog of 5 resets them.
+    request_queue_size = 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients hang up mid-stream on purpose (timeouts, cancelled turns): not news.
