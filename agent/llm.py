@@ -20,8 +20,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
-
 from agent import llm_litellm, llm_wire, model_table
 from agent.llm_errors import LLMError, classify
 
@@ -227,6 +225,10 @@ class LLM:
         # Pushing the deadline costs a timer; once per tenth of it per chunk is plenty.
         push_every = min(1.0, idle / 10)
         pushed = loop.time()
+        if self.wire is None:
+            # Seconds of import, the first time: in a thread, so that the server's other
+            # sessions go on meanwhile, and before the deadline starts.
+            await asyncio.to_thread(llm_litellm.load)
         chunks = self._chunks(messages, tools)
         try:
             # One deadline that every received chunk pushes forward: a hung response
@@ -297,7 +299,8 @@ class LLM:
         if self.wire is not None:
             known = model_table.context_window(cfg.model)
         else:
-            known = llm_litellm.context_window(cfg.model)
+            # The first use imports litellm: in a thread, as in `_stream_once`.
+            known = await asyncio.to_thread(llm_litellm.context_window, cfg.model)
         window = known or await _served_context_window(cfg) or DEFAULT_CONTEXT_WINDOW
         _context_windows[key] = (window, time.monotonic() + _CONTEXT_WINDOW_TTL)
         return window
@@ -311,17 +314,7 @@ async def _served_context_window(cfg: LLMConfig) -> int | None:
     if not cfg.api_base:
         return None
     name = cfg.model.split("/", 1)[-1]
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    try:
-        response = await llm_wire.client().get(
-            f"{cfg.api_base.rstrip('/')}/models", headers=headers, timeout=5.0
-        )
-        response.raise_for_status()
-        entries = response.json().get("data", [])
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        logger.info("could not read the context window from %s: %s", cfg.api_base, exc)
-        return None
-    for entry in entries:
+    for entry in await llm_wire.served_models(cfg.api_base, cfg.api_key):
         if isinstance(entry, dict) and entry.get("id") in (name, cfg.model):
             for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
                 if isinstance(entry.get(key), int) and entry[key] > 0:

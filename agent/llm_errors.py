@@ -1,7 +1,9 @@
 """How a model call failed: the kinds the loop acts on, read from whatever was raised.
 
-litellm maps each provider's failures onto OpenAI's exception classes; this module reads
-those by name and status code, so it never needs to import litellm itself.
+The lean path raises errors with the server's status code and headers; litellm maps each
+provider's failures onto OpenAI's exception classes, which this module reads by name and
+status code, so that it never needs to import litellm itself. Both adapters turn their
+HTTP client's transport failures into `ConnectionError`.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import json
 import re
 import time
 from typing import Literal
-
-import httpx
 
 ErrorKind = Literal["context_overflow", "auth", "bad_request", "transient", "unknown"]
 
@@ -103,7 +103,7 @@ def classify(exc: BaseException) -> LLMError:
         return error("auth")
     if names & {"RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError"}:
         return error("transient")
-    if isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError):
+    if isinstance(exc, TimeoutError | ConnectionError):
         return error("transient")
     if status is not None and (status == 408 or status == 409 or status == 429 or status >= 500):
         return error("transient")

@@ -21,7 +21,7 @@ _litellm: ModuleType | None = None
 _import_lock = threading.Lock()
 
 
-def _lib() -> ModuleType:
+def load() -> ModuleType:
     global _litellm
     with _import_lock:
         if _litellm is None:
@@ -35,7 +35,7 @@ def _lib() -> ModuleType:
 
 def preload() -> None:
     """Import litellm in the background, so that a server's first turn does not wait."""
-    threading.Thread(target=_lib, name="litellm-import", daemon=True).start()
+    threading.Thread(target=load, name="litellm-import", daemon=True).start()
 
 
 def request_kwargs(
@@ -75,14 +75,19 @@ def request_kwargs(
 
 
 async def stream_chunks(request: dict[str, Any]) -> AsyncGenerator[Any, None]:
-    stream = await _lib().acompletion(**request)
-    async for chunk in stream:
-        yield chunk
+    import httpx  # litellm's own HTTP client, loaded with it
+
+    try:
+        stream = await load().acompletion(**request)
+        async for chunk in stream:
+            yield chunk
+    except httpx.TransportError as exc:  # the few that litellm lets through unwrapped
+        raise ConnectionError(str(exc) or type(exc).__name__) from exc
 
 
 def cost(model: str, usage: dict[str, int]) -> float | None:
     try:
-        prompt_cost, completion_cost = _lib().cost_per_token(
+        prompt_cost, completion_cost = load().cost_per_token(
             model=model,
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
@@ -95,7 +100,7 @@ def cost(model: str, usage: dict[str, int]) -> float | None:
 
 def context_window(model: str) -> int | None:
     try:
-        info = _lib().get_model_info(model)
+        info = load().get_model_info(model)
     except Exception:  # unmapped models (local servers, new releases) are expected
         return None
     value = info.get("max_input_tokens") or info.get("max_tokens")

@@ -387,7 +387,7 @@ async def test_openai_without_a_key_is_an_auth_error(llm: ScriptedLLM) -> None:
     assert llm.requests == []
 
 
-def test_the_lean_path_never_imports_litellm(llm: ScriptedLLM) -> None:
+def test_the_lean_path_never_imports_litellm_and_closes_its_pool(llm: ScriptedLLM) -> None:
     llm.reply("lean and quick")
     program = f"""
 import asyncio, sys
@@ -399,6 +399,12 @@ heavy = sorted(name for name in ("litellm", "openai", "tiktoken") if name in sys
 assert not heavy, heavy
 """
     done = subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-X", "dev", "-c", program],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
+    # The loop's connection pool was closed with the loop, not left to the collector.
+    assert "Unclosed" not in done.stderr and "ResourceWarning" not in done.stderr, done.stderr
