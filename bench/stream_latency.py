@@ -3,10 +3,12 @@
 The scripted model (its own process) streams CHUNKS pieces per answer, each carrying the
 time it was sent. WebSocket clients (this process) open chats on a daphne process running
 the site, send one message each, and record when every chunk arrives. Prints chunks per
-second and the p50/p99 delay from the model emitting a chunk to the client receiving it,
-for 1 and for 50 concurrent sessions.
+second, the p50/p99 delay from the model emitting a chunk to the client receiving it, the
+daphne process's CPU time per chunk, and how many chunks never arrived, for 1 and for 50
+concurrent sessions.
 
     .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50]
+    .venv/bin/python bench/stream_latency.py --chunks 500 --interval 0.01   # 100 chunks/s each
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import sys
@@ -50,18 +53,30 @@ async def one_session(url: str, index: int, delays: list[float]) -> int:
                 raise RuntimeError(frame["message"])
 
 
-async def measure(url: str, sessions: int, offset: int, note: str = "") -> None:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) the process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    url: str, sessions: int, offset: int, *, chunks: int, server_pid: int, note: str = ""
+) -> None:
     delays: list[float] = []
+    cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
     counts = await asyncio.gather(*(one_session(url, offset + i, delays) for i in range(sessions)))
     elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(server_pid) - cpu_before
     total = sum(counts)
     ordered = sorted(delays)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     print(
         f"{sessions:>3} session(s): {total:>7} chunks in {elapsed:6.2f} s = "
-        f"{total / elapsed:9.0f} chunks/s   delay p50 {p50:7.2f} ms   p99 {p99:8.2f} ms{note}"
+        f"{total / elapsed:7.0f} chunks/s   delay p50 {p50:6.2f} ms  p99 {p99:7.2f} ms   "
+        f"daphne CPU {cpu * 1e3 / max(total, 1):.3f} ms/chunk   "
+        f"dropped {sessions * chunks - total}{note}"
     )
 
 
@@ -153,9 +168,10 @@ def main() -> None:
 
             async def run() -> None:
                 # Imports, connections and first queries make the first answer slow.
-                await measure(url, 1, 10_000, "   (warm-up)")
+                options = {"chunks": args.chunks, "server_pid": web.pid}
+                await measure(url, 1, 10_000, **options, note="   (warm-up)")
                 for offset, sessions in enumerate(args.sessions):
-                    await measure(url, sessions, offset * 1000)
+                    await measure(url, sessions, offset * 1000, **options)
 
             asyncio.run(run())
     except KeyboardInterrupt:
