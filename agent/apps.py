@@ -1,5 +1,15 @@
+from typing import Any
+
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_delete, post_migrate
+
+
+def _ensure_schedules(**kwargs: Any) -> None:
+    # agent.jobs brings the whole turn service with it: only `migrate` needs it, not every
+    # process that starts Django (the command line above all).
+    from agent.jobs import ensure_schedules
+
+    ensure_schedules(**kwargs)
 
 
 class AgentConfig(AppConfig):
@@ -8,11 +18,10 @@ class AgentConfig(AppConfig):
 
     def ready(self) -> None:
         from agent.fanout import on_session_deleted
-        from agent.jobs import ensure_schedules
         from sessions_app.models import Session
 
         post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="agent.session_closed")
         # After django-q2's tables (the schedules live there); Django sends post_migrate
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")
-        post_migrate.connect(ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")
+        post_migrate.connect(_ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")

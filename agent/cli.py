@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.live import Live
-from rich.markdown import Markdown
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.events import Event, MessageEvent, StreamChunk, StreamEnd, Thinking, ToolCallEvent
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
 
 HINT_ARGUMENT_CHARS = 60
 
@@ -65,7 +65,10 @@ class PlainPrinter:
 
 
 class RichPrinter:
-    """Interactive mode: the reply is rendered as Markdown while it streams."""
+    """Interactive mode: the reply is rendered as Markdown while it streams.
+
+    rich's Markdown (markdown-it, pygments) loads here, not for a one-shot `-m` run.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -73,6 +76,9 @@ class RichPrinter:
         self.text = ""
 
     async def __call__(self, event: Event) -> None:
+        from rich.live import Live
+        from rich.markdown import Markdown
+
         if isinstance(event, StreamChunk):
             if self.live is None:
                 self.text = ""

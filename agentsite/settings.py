@@ -49,9 +49,14 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
     "DJANGO_SECURE_COOKIES", default=not set(ALLOWED_HOSTS) <= _LOOPBACK
 )
 
+# Every process loads these apps, the command line too, so none may import what only the web
+# server needs. No `daphne` app, whose import loads Twisted: daphne runs as a process of its
+# own (`manage.py serve`), and `agentsite`, listed before staticfiles so that its command
+# wins, makes `runserver` daphne's. The admin finds the `admin.py` modules when the URLconf
+# loads (agentsite/urls.py).
 INSTALLED_APPS = [
-    "daphne",
-    "django.contrib.admin",
+    "agentsite",
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -5,6 +5,10 @@ from django.urls import include, path
 from agent import views
 from agentsite import errors
 
+# The admin's app is SimpleAdminConfig (see INSTALLED_APPS): the `admin.py` modules load here,
+# with the URLs that need them, not in every process that starts Django.
+admin.autodiscover()
+
 urlpatterns = [
     path("", views.chat, name="chat"),
     path("c/<str:chat_id>/", views.chat, name="chat-session"),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+from typing import TYPE_CHECKING, Any
 
 from agent.tools.base import Tool, ToolError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,10 @@ class ToolRegistry:
     def _validator(self, tool: Tool) -> Draft202012Validator:
         validator = self._validators.get(tool.name)
         if validator is None:
+            # jsonschema takes longer to import than a short command-line turn takes to
+            # start: it loads with the first tool call, not with the registry.
+            from jsonschema import Draft202012Validator
+
             Draft202012Validator.check_schema(tool.parameters)
             validator = Draft202012Validator(tool.parameters)
             self._validators[tool.name] = validator
@@ -84,6 +88,8 @@ class ToolRegistry:
         args, problem = _parse_arguments(arguments)
         if problem is not None:
             return f"Error: arguments for '{name}' are not valid JSON: {problem}"
+
+        from jsonschema.exceptions import SchemaError, best_match
 
         try:
             validator = self._validator(tool)

@@ -14,6 +14,7 @@ from agent.cli import PlainPrinter, RichPrinter
 from agent.conf import agent_settings
 from agent.errors import TurnError
 from agent.service import run_turn
+from agentsite.database import migrate_embedded
 
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
 CHANNEL = "cli"
@@ -21,6 +22,9 @@ CHANNEL = "cli"
 
 class Command(BaseCommand):
     help = "Chat with the agent: one message with -m, or an interactive session without it."
+    # The system checks load the URLconf, and with it every view, DRF and the schema
+    # generator, for nothing a turn uses; `migrate` and `serve` run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("-m", "--message", help="send one message, print the reply, exit")
@@ -31,6 +35,10 @@ class Command(BaseCommand):
         if options["verbosity"] < 2:
             # The terminal shows retries and failures itself; log lines would repeat them.
             logging.getLogger("agent").setLevel(logging.ERROR)
+        # The first thing somebody tries may well be this command, before any `migrate`.
+        note = migrate_embedded()
+        if note and options["verbosity"]:
+            self.stderr.write(note)
         # One runner for the whole command: litellm's HTTP clients stay bound to one loop,
         # and Ctrl-C during a turn cancels that turn (recorded as cancelled), not the program.
         with asyncio.Runner() as runner:

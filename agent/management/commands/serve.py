@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.conf import agent_settings
 from agent.tools.sandbox import startup_warning
+from agentsite.database import require_migrated
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]
+        # Before any child starts: on missing tables they would fail with a traceback each.
+        require_migrated()
         check_port_free(host, port)
         warning = startup_warning(restrict=agent_settings().restrict_to_workspace)
         if warning:
