@@ -8,13 +8,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench._procs import bench_env
-from tests.llm_server import ScriptedLLM
+from bench._procs import Children, bench_env, free_port
 
 TOOL = {
     "type": "function",
@@ -22,10 +22,21 @@ TOOL = {
 }
 
 
-def setup_django(scratch: Path, server: ScriptedLLM) -> None:
-    """Point this process at a migrated scratch install using `server`, with a file for
-    the scripted conversation to read."""
-    env = bench_env(scratch, server.base_url)
+def start_model(procs: Children, tools: int) -> str:
+    """The scripted model in a process of its own, answering every user message with
+    `tools` tool calls and then a reply; returns its base URL."""
+    port = free_port()
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-m", "tests.llm_server", "--port", str(port)]
+    model = procs.start([*command, "--tool-loop", str(tools)], name="llm_server", cwd=root)
+    procs.wait_for_port(port, model)
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def setup_django(scratch: Path, base_url: str) -> None:
+    """Point this process at a migrated scratch install using the model at `base_url`,
+    with a file for the scripted conversation to read."""
+    env = bench_env(scratch, base_url)
     # A bench turn grows past the default window of 50 messages; keep it all.
     env["AGENT_MEMORY_WINDOW"] = "1000"
     env["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
@@ -39,13 +50,6 @@ def setup_django(scratch: Path, server: ScriptedLLM) -> None:
     call_command("migrate", verbosity=0)
     (scratch / "workspace").mkdir(parents=True, exist_ok=True)
     (scratch / "workspace" / "hello.txt").write_text("Hello World\n")
-
-
-def script(server: ScriptedLLM, turns: int, tools: int) -> None:
-    for _ in range(turns):
-        for _ in range(tools):
-            server.tool_call("read_file", {"path": "hello.txt"})
-        server.reply("All files read; they say Hello World.", chunks=8)
 
 
 _conversations = itertools.count()
@@ -170,15 +174,12 @@ Loop = Callable[[str, int], Awaitable[None]]
 
 
 async def per_round_trip_ms(
-    loop: Loop, server: ScriptedLLM, turns: int, tools: int
+    loop: Loop, base_url: str, turns: int, tools: int
 ) -> tuple[float, int, float]:
-    """Script `turns` turns of `tools` calls, run them through `loop`; return ms per model
-    round trip, round trips and seconds in all."""
-    script(server, turns, tools)
-    before = len(server.requests)
+    """Run `turns` turns through `loop` against a model started with `--tool-loop tools`;
+    return ms per model round trip, round trips and seconds in all."""
     started = time.perf_counter()
-    await loop(server.base_url, turns)
+    await loop(base_url, turns)
     elapsed = time.perf_counter() - started
-    calls = len(server.requests) - before
-    assert server.pending == 0, f"{server.pending} scripted answers left over"
+    calls = turns * (tools + 1)
     return elapsed * 1000 / calls, calls, elapsed

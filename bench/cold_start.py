@@ -40,8 +40,8 @@ from bench._loops import (  # noqa: E402
     httpx_loop,
     litellm_loop,
     per_round_trip_ms,
-    script,
     setup_django,
+    start_model,
 )
 from bench._procs import Children, bench_env, children, free_port  # noqa: E402
 
@@ -370,32 +370,29 @@ def worker(site: Site, servers: int) -> None:
 # -- 3. warm ----------------------------------------------------------------------------
 
 
-def part_warm(scratch: Path, runs: int, turns: int, tools: int) -> None:
-    from tests.llm_server import ScriptedLLM
+def part_warm(procs: Children, scratch: Path, runs: int, turns: int, tools: int) -> None:
+    base_url = start_model(procs, tools)
+    setup_django(scratch, base_url)
+    loops: dict[str, Loop] = {
+        "bare httpx loop": httpx_loop,
+        "bare litellm loop": litellm_loop,
+        "agent turn service": agent_loop,
+    }
 
-    with ScriptedLLM(context_window=128_000) as server:
-        setup_django(scratch, server)
-        loops: dict[str, Loop] = {
-            "bare httpx loop": httpx_loop,
-            "bare litellm loop": litellm_loop,
-            "agent turn service": agent_loop,
-        }
+    async def measure() -> dict[str, list[float]]:
+        for loop in loops.values():
+            await loop(base_url, 1)
+        figures: dict[str, list[float]] = {name: [] for name in loops}
+        for _ in range(runs):
+            for name, loop in loops.items():
+                per_call, _, _ = await per_round_trip_ms(loop, base_url, turns, tools)
+                figures[name].append(per_call)
+        return figures
 
-        async def measure() -> dict[str, list[float]]:
-            for loop in loops.values():
-                script(server, 1, 1)
-                await loop(server.base_url, 1)
-            figures: dict[str, list[float]] = {name: [] for name in loops}
-            for _ in range(runs):
-                for name, loop in loops.items():
-                    per_call, _, _ = await per_round_trip_ms(loop, server, turns, tools)
-                    figures[name].append(per_call)
-            return figures
-
-        figures = asyncio.run(measure())
+    figures = asyncio.run(measure())
     print(
         f"\n3. Warm: ms per model round trip, one process after a warm-up, {turns} turns x "
-        f"{tools} tool calls a run, scripted model in-process (median of {runs})"
+        f"{tools} tool calls a run, scripted model in its own process (median of {runs})"
     )
     ms = {name: median(values) for name, values in figures.items()}
     for name, value in ms.items():
@@ -451,7 +448,7 @@ def main() -> None:
                 if args.only in (None, "daphne"):
                     part_daphne(site, args.servers or args.runs)
             if args.only in (None, "warm"):
-                part_warm(scratch / "warm", args.runs, args.turns, args.tools)
+                part_warm(procs, scratch / "warm", args.runs, args.turns, args.tools)
     except KeyboardInterrupt:
         print("\ninterrupted; every process the bench started is stopped", file=sys.stderr)
         sys.exit(130)

@@ -78,10 +78,16 @@ class ScriptedLLM:
     """The server. Queue steps with `reply`, `tool_call(s)`, `fault`, `hang`, `drop`."""
 
     def __init__(
-        self, *, context_window: int = 32768, port: int = 0, default: Step | None = None
+        self,
+        *,
+        context_window: int = 32768,
+        port: int = 0,
+        default: Step | None = None,
+        tool_loop: int = 0,
     ) -> None:
         self.context_window = context_window
         self.default = default
+        self.tool_loop = tool_loop
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._steps: deque[Step] = deque()
@@ -156,7 +162,27 @@ class ScriptedLLM:
                 return self._steps.popleft()
         if self.default is not None:
             return self.default
+        if self.tool_loop:
+            return self._tool_loop_step(body)
         return Step("text", text=f"echo: {_last_user_text(body)}")
+
+    def _tool_loop_step(self, body: dict[str, Any]) -> Step:
+        """`tool_loop` reads of hello.txt after each user message, then an answer: a tool
+        conversation that needs no script, for benchmarks against a model in its own
+        process."""
+        results = 0
+        for message in reversed(body.get("messages", [])):
+            if message.get("role") == "user":
+                break
+            results += message.get("role") == "tool"
+        if results < self.tool_loop:
+            call = {
+                "id": f"call_{next(self._ids)}",
+                "name": "read_file",
+                "arguments": json.dumps({"path": "hello.txt"}),
+            }
+            return Step("tools", tool_calls=[call])
+        return Step("text", text="All files read; they say Hello World.", chunks=8)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -394,9 +420,15 @@ def main() -> None:
     parser.add_argument(
         "--interval", type=float, default=0.0, help="seconds between streamed chunks"
     )
+    parser.add_argument(
+        "--tool-loop",
+        type=int,
+        default=0,
+        help="answer every user message with N read_file calls, then a reply",
+    )
     args = parser.parse_args()
     default = Step("stamps", chunks=args.stamps, chunk_delay=args.interval) if args.stamps else None
-    llm = ScriptedLLM(port=args.port, default=default)
+    llm = ScriptedLLM(port=args.port, default=default, tool_loop=args.tool_loop)
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             for item in json.load(fh):
