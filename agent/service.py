@@ -9,6 +9,7 @@ events it emits back into their protocol; none of them holds agent logic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from agent.errors import ModelNotConfigured, SessionGone, validate_content, vali
 from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted, discard
 from agent.llm import LLM, LLMConfig
 from agent.loop import AgentLoop, LoopResult
+from agent.message_log import MessageLog
 from agent.tools import Limits, build_registry
 from agent.tools.registry import ToolRegistry
 from agent.watch import watch_run
@@ -143,9 +145,8 @@ async def _run_locked(
     # its history when the message left gets it back.
     await emit(MessageEvent(role="user", content=content, run_id=run_id))
 
-    async def save(message: dict[str, Any], usage: dict[str, int] | None) -> None:
-        await store.add_message(session=session, run=run, message=message, usage=usage)
-
+    log = MessageLog(session, run)
+    save = log.add
     turn = asyncio.current_task()
     assert turn is not None  # run_turn is always awaited inside a task
     unwatch = watch_run(run.pk, turn)
@@ -164,6 +165,7 @@ async def _run_locked(
             llm=llm, tools=tools, emit=emit, max_iterations=conf.max_iterations, on_message=save
         )
         outcome = await loop.run(system, history, user)
+        await log.flush()
     except asyncio.CancelledError:
         unwatch()  # it must not cancel the turn a second time while it closes
         # What the turn did before the stop still counts: iterations, tools, tokens.
@@ -171,7 +173,7 @@ async def _run_locked(
         stopped.text = STOPPED_TEXT
         # Closing the record must finish even if another cancel arrives meanwhile; the loop
         # keeps only weak references to tasks, so this one is held until it is done.
-        closing = asyncio.ensure_future(_close(run, emit, stopped, cancelled=True))
+        closing = asyncio.ensure_future(_close(run, emit, stopped, log=log, cancelled=True))
         _closing.add(closing)
         closing.add_done_callback(_closing.discard)
         await asyncio.shield(closing)
@@ -193,12 +195,16 @@ async def _run_locked(
         )
     finally:
         unwatch()
-    return await _close(run, emit, outcome)
+    return await _close(run, emit, outcome, log=log)
 
 
 async def _close(
-    run: Run, emit: Emit, outcome: LoopResult, *, cancelled: bool = False
+    run: Run, emit: Emit, outcome: LoopResult, *, log: MessageLog, cancelled: bool = False
 ) -> TurnResult:
+    # The record is closed after the messages it counts are saved. A session deleted
+    # meanwhile has nothing left to close: `finish_run` then updates nothing.
+    with contextlib.suppress(SessionDeleted):
+        await log.flush()
     status = Run.Status.CANCELLED if cancelled else outcome.status
     await store.finish_run(
         run=run,

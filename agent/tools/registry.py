@@ -69,13 +69,7 @@ class ToolRegistry:
     def _validator(self, tool: Tool) -> Draft202012Validator:
         validator = self._validators.get(tool.name)
         if validator is None:
-            # jsonschema takes longer to import than a short command-line turn takes to
-            # start: it loads with the first tool call, not with the registry.
-            from jsonschema import Draft202012Validator
-
-            Draft202012Validator.check_schema(tool.parameters)
-            validator = Draft202012Validator(tool.parameters)
-            self._validators[tool.name] = validator
+            validator = self._validators[tool.name] = _validator_for(tool.parameters)
         return validator
 
     async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str:
@@ -139,3 +133,21 @@ def _parse_arguments(arguments: dict[str, Any] | str | None) -> tuple[dict[str, 
 
 def _error_text(message: str) -> str:
     return message if message.startswith("Error") else f"Error: {message}"
+
+
+# Registries are built per turn; checking a schema costs milliseconds, so a validator is
+# made once per distinct schema and process.
+_validators: dict[str, Draft202012Validator] = {}
+
+
+def _validator_for(schema: dict[str, Any]) -> Draft202012Validator:
+    key = json.dumps(schema, sort_keys=True, default=str)
+    validator = _validators.get(key)
+    if validator is None:
+        # jsonschema takes longer to import than a short command-line turn takes to start:
+        # it loads with the first tool call, not with the registry.
+        from jsonschema import Draft202012Validator
+
+        Draft202012Validator.check_schema(schema)
+        validator = _validators[key] = Draft202012Validator(schema)
+    return validator

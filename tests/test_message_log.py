@@ -1,0 +1,73 @@
+"""The turn's message log: writes queued in order, failures surfaced, nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agent.message_log import MessageLog
+from sessions_app import services
+from sessions_app.models import Message, Run, Session
+from sessions_app.services import SessionDeleted
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@sync_to_async
+def new_run() -> tuple[Session, Run]:
+    session = services.get_or_create_session(key="cli:log", owner=None)
+    run = services.start_run(session=session, channel="cli", prompt="p", model="m")
+    return session, run
+
+
+@sync_to_async
+def saved_contents() -> list[str | None]:
+    return list(Message.objects.order_by("id").values_list("content", flat=True))
+
+
+async def test_messages_are_saved_in_the_order_they_were_handed_over() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    for index in range(40):
+        await log.add({"role": "assistant", "content": f"m{index}"}, None)
+    await log.flush()
+    assert await saved_contents() == [f"m{index}" for index in range(40)]
+
+
+async def test_the_turn_goes_on_while_its_messages_are_written() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    await log.add({"role": "user", "content": "hi"}, None)
+    assert log.last is not None and not log.last.done()  # handed over, not yet written
+    await log.flush()
+    assert await saved_contents() == ["hi"]
+
+
+async def test_writes_after_the_session_is_deleted_fail_and_say_so() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    await log.add({"role": "user", "content": "kept"}, None)
+    await log.flush()
+    await sync_to_async(services.delete_session)(session=session)
+    await log.add({"role": "assistant", "content": "lost"}, None)
+    with pytest.raises(SessionDeleted):
+        await log.flush()
+    with pytest.raises(SessionDeleted):
+        await log.add({"role": "assistant", "content": "also lost"}, None)
+    assert await saved_contents() == []
+
+
+async def test_a_stop_during_flush_does_not_lose_the_write() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    for index in range(10):
+        await log.add({"role": "assistant", "content": f"m{index}"}, None)
+    flushing = asyncio.ensure_future(log.flush())
+    await asyncio.sleep(0)
+    flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flushing
+    await log.flush()
+    assert await saved_contents() == [f"m{index}" for index in range(10)]
