@@ -39,7 +39,9 @@ test: lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: install
-	$(PY) bench/loop_overhead.py
+	$(PY) bench/cold_start.py
+	$(PY) bench/stream_latency.py --chunks 2000 --sessions 1 50
+	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

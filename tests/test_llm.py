@@ -408,3 +408,15 @@ assert not heavy, heavy
     assert done.returncode == 0, done.stderr
     # The loop's connection pool was closed with the loop, not left to the collector.
     assert "Unclosed" not in done.stderr and "ResourceWarning" not in done.stderr, done.stderr
+
+
+async def test_other_providers_go_through_litellm(llm: ScriptedLLM) -> None:
+    # litellm's hosted_vllm provider speaks OpenAI's protocol, so the scripted server can
+    # stand in for it; any provider prefix but openai/ is litellm's.
+    llm.reply("via litellm", usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
+    model = make_llm(llm, "auto", model="hosted_vllm/scripted")
+    assert model.wire is None
+    response = await model.stream([{"role": "user", "content": "x"}])
+    assert response.content == "via litellm"
+    assert response.usage["total_tokens"] == 5
+    assert llm.requests[0]["model"] == "scripted"
