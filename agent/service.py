@@ -9,7 +9,6 @@ events it emits back into their protocol; none of them holds agent logic.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,6 @@ from sessions_app.services import SessionDeleted
 logger = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped."
-# How often a running turn checks whether another process asked it to stop.
 
 _closing: set[asyncio.Future[Any]] = set()
 
@@ -201,10 +199,15 @@ async def _run_locked(
 async def _close(
     run: Run, emit: Emit, outcome: LoopResult, *, log: MessageLog, cancelled: bool = False
 ) -> TurnResult:
-    # The record is closed after the messages it counts are saved. A session deleted
-    # meanwhile has nothing left to close: `finish_run` then updates nothing.
-    with contextlib.suppress(SessionDeleted):
+    # The record is closed after the messages it counts are saved, and is closed whatever
+    # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
+    # then updates nothing.
+    try:
         await log.flush()
+    except SessionDeleted:
+        logger.info("the session of run %s was deleted while it ran", run.pk)
+    except Exception:
+        logger.exception("a message of run %s could not be saved", run.pk)
     status = Run.Status.CANCELLED if cancelled else outcome.status
     await store.finish_run(
         run=run,

@@ -74,6 +74,13 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Wait a moment for a killed process, so that its transport closes with it rather than
+    when the collector finds it, possibly after its event loop is gone."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_TIMEOUT)
+
+
 # Launches whose release runs in a thread; kept referenced until it is done.
 _releasing: set[asyncio.Future[None]] = set()
 
@@ -238,6 +245,7 @@ class ExecTool(Tool):
             # complete instead, then kill the whole group at once.
             proc = await starting
             _kill_group(proc.pid)
+            await _reap(proc)
             raise
 
         async def communicate() -> int:
@@ -255,6 +263,7 @@ class ExecTool(Tool):
             return f"{head}\n{output}" if output else head
         except asyncio.CancelledError:
             _kill_group(proc.pid)
+            await _reap(proc)
             raise
         finally:
             # An unexpected error above must not leave a running process group behind.
