@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,6 +44,22 @@ def bench_env(scratch: Path, api_base: str) -> dict[str, str]:
         }
     )
     return env
+
+
+def daphne_argv(port: int) -> list[str]:
+    """The command line of a daphne serving the site on 127.0.0.1:`port`, quietly."""
+    return [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-v",
+        "0",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "agentsite.asgi:application",
+    ]
 
 
 def free_port() -> int:

@@ -43,7 +43,7 @@ from bench._loops import (  # noqa: E402
     setup_django,
     start_model,
 )
-from bench._procs import Children, bench_env, children, free_port  # noqa: E402
+from bench._procs import Children, bench_env, children, daphne_argv, free_port  # noqa: E402
 
 PYTHON = sys.executable
 MIB = 1024  # ru_maxrss is in KiB on Linux
@@ -139,18 +139,7 @@ class Site:
         port = free_port()
         started = time.perf_counter()
         proc = self.procs.start(
-            [
-                PYTHON,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "agentsite.asgi:application",
-            ],
+            daphne_argv(port),
             name=name,
             cwd=ROOT,
             env=self.env,

@@ -29,7 +29,7 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._procs import bench_env, children, free_port  # noqa: E402
+from bench._procs import bench_env, children, daphne_argv, free_port  # noqa: E402
 
 STAMP = re.compile(r"<(\d+)>")
 
@@ -139,18 +139,7 @@ def main() -> None:
                 env=env,
             )
             web = procs.start(
-                [
-                    python,
-                    "-m",
-                    "daphne",
-                    "-v",
-                    "0",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(web_port),
-                    "agentsite.asgi:application",
-                ],
+                daphne_argv(web_port),
                 name="daphne",
                 cwd=ROOT,
                 env=env,
