@@ -11,8 +11,11 @@ process relays fifty streams.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
@@ -38,18 +41,18 @@ class _Pool:
     """
 
     def __init__(self) -> None:
-        self.session = aiohttp.ClientSession(
-            # Many sessions stream at once through one process: no cap on connections.
-            connector=aiohttp.TCPConnector(limit=0),
-            # Proxies and certificate bundles from the environment, as other HTTP clients do.
-            trust_env=True,
-        )
-        self.closer = self._closer()
+        # Many sessions stream at once through one process: no cap on connections. Not
+        # `trust_env`: it would also send ~/.netrc credentials, which clash with the key.
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self.closer = self._closer(asyncio.get_running_loop())
 
-    async def _closer(self) -> AsyncGenerator[None, None]:
+    async def _closer(self, loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None, None]:
         try:
             yield
         finally:
+            # The pool refers to its loop (through this generator): forgetting it here is
+            # what lets a loop that has run its course be collected.
+            _pools.pop(loop, None)
             await self.session.close()
 
 
@@ -94,6 +97,15 @@ class WireTarget:
     model: str  # the name the server knows, without litellm's `openai/`
     table_model: str  # the litellm id, for the model table
     openai: bool  # OpenAI itself, which has renamed and dropped parameters for some models
+    proxy: str | None = None
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTPS_PROXY, NO_PROXY and the rest)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def target(
@@ -103,9 +115,12 @@ def target(
     if api_base:
         # Local servers (Ollama, LM Studio, llama.cpp) want no key, but some proxies refuse a
         # request without the header.
-        return WireTarget(api_base.rstrip("/"), api_key or "no-key", name, model, openai=False)
-    base = (openai_base or OPENAI_BASE_URL).rstrip("/")
-    return WireTarget(base, api_key or openai_key, name, model, openai=True)
+        base = api_base.rstrip("/")
+        key, openai = api_key or "no-key", False
+    else:
+        base = (openai_base or OPENAI_BASE_URL).rstrip("/")
+        key, openai = api_key or openai_key, True
+    return WireTarget(base, key, name, model, openai=openai, proxy=_proxy_for(base))
 
 
 def request_body(
@@ -150,16 +165,18 @@ async def stream_chunks(
     timeout = aiohttp.ClientTimeout(sock_connect=http_timeout, sock_read=http_timeout)
     client = await session()
     try:
-        async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
+        async with client.post(
+            url, json=body, headers=headers, timeout=timeout, proxy=wire.proxy
+        ) as response:
             if response.status >= 400:
                 raise ProviderError(
-                    _error_message(await response.text(), response),
+                    _error_message(await response.text(errors="replace"), response),
                     status_code=response.status,
                     headers=response.headers,
                 )
             if response.content_type == "application/json":
                 # A server that ignored `stream`: its whole answer, as one chunk.
-                yield _as_chunk(_json(await response.read()))
+                yield _as_chunk(_event(await response.read()))
                 return
             async for chunk in _events(response.content):
                 yield chunk
@@ -167,41 +184,75 @@ async def stream_chunks(
         raise ConnectionFailed(str(exc) or type(exc).__name__) from exc
 
 
+# After [DONE], how long the rest of the body (its last empty chunk) may take to arrive
+# before the connection is given up rather than kept for the next call.
+DRAIN_SECONDS = 1.0
+
+
 async def _events(content: aiohttp.StreamReader) -> AsyncGenerator[Chunk, None]:
     data: list[bytes] = []
-    finished = done = False
-    async for raw in content:
-        if done:
-            continue  # read to the end, so that the connection goes back to the pool
-        line = raw.rstrip(b"\r\n")
-        if line.startswith(b"data:"):
-            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-            continue
-        if line or not data:
-            continue  # comments (": keep-alive"), event names, ids, blank keep-alives
+    finished = False
+    async with contextlib.aclosing(_lines(content)) as lines:
+        async for line in lines:
+            if line.startswith(b"data:"):
+                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+                continue
+            if line or not data:
+                continue  # comments (": keep-alive"), event names, ids, blank keep-alives
+            payload = b"\n".join(data)
+            data.clear()
+            if payload == b"[DONE]":
+                await _drain(content)
+                return
+            chunk = _event(payload)
+            finished = finished or _finishes(chunk)
+            yield chunk
+    if data:  # the last event, without the blank line that ends it
         payload = b"\n".join(data)
-        data.clear()
         if payload == b"[DONE]":
-            done = True
-            continue
-        chunk = _json(payload)
-        if "error" in chunk:
-            raise _stream_error(chunk["error"])
-        finished = finished or any(
-            isinstance(choice, dict) and choice.get("finish_reason")
-            for choice in chunk.get("choices") or ()
-        )
+            return
+        chunk = _event(payload)
+        finished = finished or _finishes(chunk)
         yield chunk
-    if done:
-        return
-    if data and data != [b"[DONE]"]:
-        yield _json(b"\n".join(data))
-    elif not finished:
+    if not finished:
         # Closed cleanly but early (a proxy cut it off): not the whole answer.
         raise MalformedStream("the model's stream ended before its answer did")
 
 
-def _json(payload: bytes) -> Chunk:
+async def _lines(content: aiohttp.StreamReader) -> AsyncGenerator[bytes, None]:
+    """The body's lines without their endings, however long: a server may send a whole
+    tool call, file contents and all, as one event."""
+    pending: list[bytes] = []
+    async for data in content.iter_any():
+        if b"\n" not in data:
+            pending.append(data)
+            continue
+        pending.append(data)
+        *lines, last = b"".join(pending).split(b"\n")
+        pending = [last] if last else []
+        for line in lines:
+            yield line.removesuffix(b"\r")
+    if pending:
+        yield b"".join(pending).removesuffix(b"\r")
+
+
+async def _drain(content: aiohttp.StreamReader) -> None:
+    """Read to the end of the body, so that the connection goes back to the pool."""
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in content.iter_any():
+                pass
+
+
+def _finishes(chunk: Chunk) -> bool:
+    return any(
+        isinstance(choice, dict) and choice.get("finish_reason")
+        for choice in chunk.get("choices") or ()
+    )
+
+
+def _event(payload: bytes) -> Chunk:
+    """One event's JSON; the server's error if it is one."""
     try:
         value = json.loads(payload)
     except ValueError as exc:
@@ -210,6 +261,8 @@ def _json(payload: bytes) -> Chunk:
     if not isinstance(value, dict):
         text = payload[:200].decode(errors="replace")
         raise MalformedStream(f"the model sent an unexpected event: {text!r}")
+    if "error" in value:
+        raise _stream_error(value["error"])
     return value
 
 
@@ -250,13 +303,15 @@ def _error_message(text: str, response: aiohttp.ClientResponse) -> str:
 async def served_models(base_url: str, api_key: str) -> list[Any]:
     """The server's /models list (vLLM, LM Studio and others tell each model's window)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
     client = await session()
     try:
         async with client.get(
-            f"{base_url.rstrip('/')}/models",
+            url,
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=5.0),
             raise_for_status=True,
+            proxy=_proxy_for(url),
         ) as response:
             entries = (await response.json(content_type=None)).get("data", [])
     except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as exc:

@@ -9,6 +9,7 @@ events it emits back into their protocol; none of them holds agent logic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,11 @@ async def _run_locked(
         closing = asyncio.ensure_future(_close(run, emit, stopped, log=log, cancelled=True))
         _closing.add(closing)
         closing.add_done_callback(_closing.discard)
-        await asyncio.shield(closing)
+        # The session's lock is held until the record is closed and every message saved,
+        # also when a second stop arrives meanwhile: the next turn must find them all.
+        while not closing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(closing)
         raise
     except SessionDeleted:
         # Deleted with its run and messages while the turn ran: nothing is left to record,

@@ -41,6 +41,16 @@ class RunWatcher:
         return unwatch
 
     async def _poll(self) -> None:
+        try:
+            await self._poll_while_watched()
+        finally:
+            # The watcher and its task refer to the loop: with nothing to watch, it goes,
+            # so that a loop that has run its course can be collected.
+            loop = asyncio.get_running_loop()
+            if not self.turns and _watchers.get(loop) is self:
+                del _watchers[loop]
+
+    async def _poll_while_watched(self) -> None:
         polls_per_beat = max(1, round(HEARTBEAT_SECONDS / POLL_SECONDS))
         polls = 0
         while self.turns:

@@ -55,6 +55,10 @@ class Step:
     reasoning_key: str = "reasoning_content"
     # Answer with one JSON body even when a stream was asked for, as some servers do.
     plain: bool = False
+    # An error's body as raw bytes (an HTML page, a proxy's text), instead of JSON.
+    error_raw: bytes | None = None
+    # Seconds the response stays open after [DONE] before it ends.
+    linger: float = 0.0
 
 
 def _split(text: str, parts: int) -> list[str]:
@@ -120,9 +124,16 @@ class ScriptedLLM:
         return self._push(Step("tools", text=text, tool_calls=specs, **kw))
 
     def fault(
-        self, status: int, *, retry_after: str | None = None, body: dict[str, Any] | None = None
+        self,
+        status: int,
+        *,
+        retry_after: str | None = None,
+        body: dict[str, Any] | None = None,
+        raw: bytes | None = None,
     ) -> ScriptedLLM:
-        return self._push(Step("error", status=status, retry_after=retry_after, error_body=body))
+        step = Step("error", status=status, retry_after=retry_after, error_body=body)
+        step.error_raw = raw
+        return self._push(step)
 
     def hang(self, seconds: float = 30.0) -> ScriptedLLM:
         return self._push(Step("hang", delay=seconds))
@@ -274,9 +285,10 @@ class ScriptedLLM:
                 body = step.error_body or {
                     "error": {"message": f"scripted failure {step.status}", "type": "server_error"}
                 }
-                raw = json.dumps(body).encode()
+                raw = step.error_raw or json.dumps(body).encode()
                 self.send_response(step.status)
-                self.send_header("Content-Type", "application/json")
+                kind = "text/html; charset=utf-8" if step.error_raw else "application/json"
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(raw)))
                 if step.retry_after is not None:
                     self.send_header("Retry-After", step.retry_after)
@@ -372,6 +384,8 @@ class ScriptedLLM:
                     usage_chunk = {**base, "choices": [], "usage": _usage(step, body)}
                     self._chunk(f"data: {json.dumps(usage_chunk)}\n\n")
                 self._chunk("data: [DONE]\n\n")
+                if step.linger:
+                    time.sleep(step.linger)
                 self._end()
 
             def _end(self) -> None:

@@ -6,6 +6,7 @@ itself, and through litellm (forced by the backend setting), so both behave alik
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -397,6 +398,8 @@ response = asyncio.run(LLM(config).stream([{{"role": "user", "content": "x"}}]))
 assert response.content == "lean and quick", response
 heavy = sorted(name for name in ("litellm", "openai", "tiktoken") if name in sys.modules)
 assert not heavy, heavy
+from agent import llm_wire
+assert not llm_wire._pools, "the loop's pool outlived it"
 """
     done = subprocess.run(
         [sys.executable, "-X", "dev", "-c", program],
@@ -420,3 +423,53 @@ async def test_other_providers_go_through_litellm(llm: ScriptedLLM) -> None:
     assert response.content == "via litellm"
     assert response.usage["total_tokens"] == 5
     assert llm.requests[0]["model"] == "scripted"
+
+
+async def test_a_tool_call_sent_as_one_huge_line_arrives_whole(llm: ScriptedLLM) -> None:
+    content = "x" * 3_000_000  # three lines of a megabyte each: the scripted server splits it
+    llm.tool_call("write_file", {"path": "big.txt", "content": content})
+    response = await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
+    (call,) = response.tool_calls
+    assert json.loads(call.arguments) == {"path": "big.txt", "content": content}
+
+
+async def test_an_error_inside_a_200_answer_is_an_error(llm: ScriptedLLM) -> None:
+    llm.fault(200, body={"error": {"message": "model 'x' not found", "code": 404}})
+    with pytest.raises(LLMError) as caught:
+        await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
+    assert caught.value.kind == "bad_request" and "not found" in str(caught.value)
+
+
+async def test_an_error_page_that_is_not_utf8_keeps_its_status(llm: ScriptedLLM) -> None:
+    llm.fault(503, raw=b"<html>Service \xe9puis\xe9 \xff</html>").reply("back")
+    retried: list[LLMError] = []
+
+    async def on_retry(attempt: int, delay: float, error: LLMError) -> None:
+        retried.append(error)
+
+    response = await make_llm(llm, "auto").stream(
+        [{"role": "user", "content": "x"}], on_retry=on_retry
+    )
+    assert response.content == "back"
+    assert retried[0].status == 503 and "Service" in str(retried[0])
+
+
+async def test_an_answer_that_lingers_after_done_is_not_retried(llm: ScriptedLLM) -> None:
+    llm.reply("complete", linger=5)
+    started = time.monotonic()
+    response = await make_llm(llm, "auto", timeout=3.0).stream([{"role": "user", "content": "x"}])
+    assert response.content == "complete"
+    assert time.monotonic() - started < 2.5 and len(llm.requests) == 1
+
+
+async def test_netrc_credentials_do_not_clash_with_the_key(
+    llm: ScriptedLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    llm.reply("fine")
+    response = await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
+    assert response.content == "fine"
+    assert llm.headers[0]["Authorization"] == "Bearer test-key"

@@ -210,6 +210,47 @@ async def test_stop_cancels_the_running_turn(llm: ScriptedLLM, workspace: Path) 
     assert (await run_turn("web:stop", "/stop", channel="web")).text == "No running task to stop."
 
 
+async def test_a_second_stop_still_saves_everything_before_the_next_turn(
+    llm: ScriptedLLM, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slow writes (a busy database) keep the stopped turn's messages queued while a second
+    # stop arrives; the next turn must still find every one of them, in order.
+    from agent import message_log
+
+    write = message_log.store.add_message
+
+    async def slow_write(**kwargs: object) -> object:
+        await asyncio.sleep(0.2)
+        return await write(**kwargs)
+
+    monkeypatch.setattr(message_log.store, "add_message", slow_write)
+    llm.tool_call("write_file", {"path": "a.txt", "content": "x"}).hang(20).reply("next answer")
+    events = Collector()
+    turn = asyncio.create_task(run_turn("web:twice", "write it", channel="web", emit=events))
+    while not events.of_type("tool_result"):
+        await asyncio.sleep(0.02)
+    while len(llm.requests) < 2:  # the hanging second model call has begun
+        await asyncio.sleep(0.02)
+    turn.cancel()
+    await asyncio.sleep(0.01)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    await run_turn("web:twice", "and now?", channel="web")
+
+    saved = await messages_of("web:twice")
+    assert [(m.role, m.content) for m in saved] == [
+        ("user", "write it"),
+        ("assistant", None),
+        ("tool", saved[2].content),
+        ("user", "and now?"),
+        ("assistant", "next answer"),
+    ]
+    assert saved[2].tool_call_id == saved[1].tool_calls[0]["id"]
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
+
+
 async def test_turns_of_one_session_never_interleave(llm: ScriptedLLM) -> None:
     llm.reply("first", chunks=20).reply("second", chunks=20)
     for step in list(llm._steps):
@@ -258,3 +299,13 @@ async def test_session_title_comes_from_the_first_message(llm: ScriptedLLM) -> N
     session = await Session.objects.aget(key="web:t")
     assert session.title == "Plan a trip to Lisbon in May"
     assert session.channel == "web" and session.chat_id == "t"
+
+
+async def test_the_run_watcher_goes_once_no_turn_is_left(llm: ScriptedLLM) -> None:
+    from agent import watch
+
+    llm.reply("done")
+    await run_turn("cli:watch", "hi", channel="cli")
+    # Its poller notices within a poll; then nothing refers to this loop any more.
+    await asyncio.sleep(watch.POLL_SECONDS * 2.5)
+    assert asyncio.get_running_loop() not in watch._watchers
