@@ -31,6 +31,7 @@ run: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install
 	$(VENV)/bin/mypy
@@ -42,6 +43,7 @@ bench: install
 	$(PY) bench/cold_start.py
 	$(PY) bench/stream_latency.py --chunks 2000 --sessions 1 50
 	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
+	$(PY) bench/long_session.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

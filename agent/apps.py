@@ -1,15 +1,32 @@
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.core import checks
 from django.db.models.signals import post_delete, post_migrate
 
 
 def _ensure_schedules(**kwargs: Any) -> None:
-    # agent.jobs brings the whole turn service with it: only `migrate` needs it, not every
-    # process that starts Django (the command line above all).
-    from agent.jobs import ensure_schedules
+    # agent.doors.worker brings the whole turn service with it: only `migrate` needs it, not
+    # every process that starts Django (the command line above all).
+    from agent.doors.worker import ensure_schedules
 
     ensure_schedules(**kwargs)
+
+
+def _check_tools(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    # A tool that cannot load stops the server at start-up, not its first turn.
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agent.conf import agent_settings
+    from agent.turn.toolbox import load_tool
+
+    errors: list[checks.CheckMessage] = []
+    for path in agent_settings().tools:
+        try:
+            load_tool(path)
+        except ImproperlyConfigured as exc:
+            errors.append(checks.Error(str(exc), id="agent.E001"))
+    return errors
 
 
 class AgentConfig(AppConfig):
@@ -17,7 +34,7 @@ class AgentConfig(AppConfig):
     verbose_name = "Agent"
 
     def ready(self) -> None:
-        from agent.fanout import on_session_deleted
+        from agent.turn.fanout import on_session_deleted
         from sessions_app.models import Session
 
         post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="agent.session_closed")
@@ -25,3 +42,4 @@ class AgentConfig(AppConfig):
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")
         post_migrate.connect(_ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")
+        checks.register(_check_tools)

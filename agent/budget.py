@@ -1,4 +1,4 @@
-"""The token budget: estimate what messages cost and trim history to fit the window.
+"""The token budget: fit what a model call sends into the model's window.
 
 Messages are handled in units: an assistant message with tool calls travels with the tool
 results that answer it, so trimming never leaves a call without its result or a result
@@ -7,23 +7,18 @@ without its call. A trimmed history always starts at a user message.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
-Message = dict[str, Any]
+from agent.tokens import TokenCounter
 
-# About three characters per token errs on the safe side for code and most languages, and
-# needs no tokenizer for every model litellm can reach.
-CHARS_PER_TOKEN = 3
-
-
-def estimate_tokens(payload: Any) -> int:
-    return len(json.dumps(payload, ensure_ascii=False, default=str)) // CHARS_PER_TOKEN + 1
+# One message as the model is sent it: the OpenAI chat format (`Message.as_llm_message`).
+LLMMessage = dict[str, Any]
 
 
-def units(history: list[Message]) -> list[list[Message]]:
+def units(history: list[LLMMessage]) -> list[list[LLMMessage]]:
     """Group messages so that tool calls and their results stay together."""
-    grouped: list[list[Message]] = []
+    grouped: list[list[LLMMessage]] = []
     for message in history:
         if message.get("role") == "tool" and grouped and _expects(grouped[-1], message):
             answered = {m.get("tool_call_id") for m in grouped[-1][1:]}
@@ -34,18 +29,18 @@ def units(history: list[Message]) -> list[list[Message]]:
     return grouped
 
 
-def _expects(unit: list[Message], result: Message) -> bool:
+def _expects(unit: list[LLMMessage], result: LLMMessage) -> bool:
     head = unit[0]
     wanted = {call.get("id") for call in head.get("tool_calls") or ()}
     return head.get("role") == "assistant" and result.get("tool_call_id") in wanted
 
 
-def repair(history: list[Message]) -> list[Message]:
+def repair(history: list[LLMMessage]) -> list[LLMMessage]:
     """Drop what a provider would reject: results without a call, calls without results.
 
     A turn that crashed or was stopped mid-tool may have left either behind.
     """
-    kept: list[Message] = []
+    kept: list[LLMMessage] = []
     for unit in units(history):
         head = unit[0]
         if head.get("role") == "tool":
@@ -59,31 +54,103 @@ def repair(history: list[Message]) -> list[Message]:
     return start_at_user(kept)
 
 
-def start_at_user(history: list[Message]) -> list[Message]:
+def start_at_user(history: list[LLMMessage]) -> list[LLMMessage]:
     for index, message in enumerate(history):
         if message.get("role") == "user":
             return history[index:]
     return []
 
 
-def trim_history(history: list[Message], budget_tokens: int) -> list[Message]:
-    """The newest units of `history` that fit in `budget_tokens`, starting at a user message."""
-    if budget_tokens <= 0:
-        return []
-    kept: list[list[Message]] = []
-    used = 0
+# A tool result cut to fit keeps this much of its beginning.
+SHORTENED_CHARS = 1_000
+
+
+class ContextBudget:
+    """What one model call may send: the window less the reserve (output tokens and tool
+    definitions), filled newest first. The system prompt and the turn's user message always
+    go; the turn's own tool results are shortened, then dropped with their calls, oldest
+    first, before they could overflow; older history goes first of all, a unit at a time."""
+
+    def __init__(self, *, window: int, reserve: int, counter: TokenCounter) -> None:
+        self.window = window
+        self.reserve = reserve
+        self.counter = counter
+        self.cap: int | None = None
+
+    @property
+    def limit(self) -> int:
+        limit = self.window - self.reserve
+        return min(limit, self.cap) if self.cap is not None else limit
+
+    def tighten(self, *, window: int, sent: list[LLMMessage]) -> None:
+        """After the provider said the context overflowed: take its window as discovered
+        again, and send at most half of what was just sent."""
+        self.window = window
+        self.cap = min(self.limit, self.counter.messages(sent) // 2)
+
+    async def fit(
+        self, system: LLMMessage, history: list[LLMMessage], turn: list[LLMMessage]
+    ) -> list[LLMMessage]:
+        """The messages to send: `system`, the newest of `history`, and `turn` (the user's
+        message first, then what the turn added), within the limit where possible."""
+        everything = [system, *history, *turn]
+        if self.counter.messages(everything) <= self.limit:
+            return everything
+        # The estimate said no: count exactly, where the model's tokenizer is known.
+        if await self.counter.load_exact() and self.counter.messages(everything) <= self.limit:
+            return everything
+        return fit(system, history, turn, limit=self.limit, count=self.counter.message)
+
+
+def fit(
+    system: LLMMessage,
+    history: list[LLMMessage],
+    turn: list[LLMMessage],
+    *,
+    limit: int,
+    count: Callable[[LLMMessage], int],
+) -> list[LLMMessage]:
+    """`ContextBudget.fit` without the counting: what fits in `limit` tokens."""
+    user, steps = turn[0], units(turn[1:])
+    room = limit - count(system) - count(user)
+    steps = _fit_steps(steps, room, count)
+    room -= sum(count(m) for unit in steps for m in unit)
+    kept: list[list[LLMMessage]] = []
     for unit in reversed(units(history)):
-        cost = estimate_tokens(unit)
-        if used + cost > budget_tokens:
+        cost = sum(count(m) for m in unit)
+        if cost > room:
             break
         kept.append(unit)
-        used += cost
-    flat = [message for unit in reversed(kept) for message in unit]
-    return start_at_user(flat)
+        room -= cost
+    older = start_at_user([m for unit in reversed(kept) for m in unit])
+    return [system, *older, user, *(m for unit in steps for m in unit)]
 
 
-def drop_oldest_half(history: list[Message]) -> list[Message]:
-    """Emergency compression after the provider said the context overflowed."""
-    grouped = units(history)
-    flat = [m for unit in grouped[len(grouped) // 2 + len(grouped) % 2 :] for m in unit]
-    return start_at_user(flat)
+def _fit_steps(
+    steps: list[list[LLMMessage]], room: int, count: Callable[[LLMMessage], int]
+) -> list[list[LLMMessage]]:
+    """The turn's own calls and results within `room`: oldest results shortened first,
+    then oldest steps dropped whole; the newest step always stays."""
+
+    def cost(units_: list[list[LLMMessage]]) -> int:
+        return sum(count(m) for unit in units_ for m in unit)
+
+    steps = list(steps)
+    for index in range(len(steps)):
+        if cost(steps) <= room:
+            return steps
+        steps[index] = [_shortened(m) for m in steps[index]]
+    while len(steps) > 1 and cost(steps) > room:
+        steps.pop(0)
+    return steps
+
+
+def _shortened(message: LLMMessage) -> LLMMessage:
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str):
+        return message
+    if len(content) <= SHORTENED_CHARS:
+        return message
+    cut = len(content) - SHORTENED_CHARS
+    note = f"\n[{cut} more characters cut to fit the context window]"
+    return {**message, "content": content[:SHORTENED_CHARS] + note}

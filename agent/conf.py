@@ -16,7 +16,6 @@ class AgentSettings:
     api_key: str
     workspace: Path
     max_iterations: int
-    subagent_max_iterations: int
     temperature: float
     max_tokens: int
     context_window: int
@@ -26,8 +25,6 @@ class AgentSettings:
     exec_network: bool
     exec_max_processes: int
     exec_memory_mb: int
-    web_allow_private: bool
-    heartbeat_interval: int
     llm_timeout: float
     llm_max_retries: int
     llm_retry_budget: float
@@ -36,6 +33,7 @@ class AgentSettings:
     openai_base_url: str
     data_dir: Path
     exec_env: dict[str, str]
+    tools: tuple[str, ...]
 
 
 def agent_settings() -> AgentSettings:
@@ -46,7 +44,6 @@ def agent_settings() -> AgentSettings:
         api_key=settings.AGENT_API_KEY,
         workspace=Path(settings.AGENT_WORKSPACE).resolve(),
         max_iterations=settings.AGENT_MAX_ITERATIONS,
-        subagent_max_iterations=settings.AGENT_SUBAGENT_MAX_ITERATIONS,
         temperature=settings.AGENT_TEMPERATURE,
         max_tokens=settings.AGENT_MAX_TOKENS,
         context_window=settings.AGENT_CONTEXT_WINDOW,
@@ -56,8 +53,6 @@ def agent_settings() -> AgentSettings:
         exec_network=settings.AGENT_EXEC_NETWORK,
         exec_max_processes=settings.AGENT_EXEC_MAX_PROCESSES,
         exec_memory_mb=settings.AGENT_EXEC_MEMORY_MB,
-        web_allow_private=settings.AGENT_WEB_ALLOW_PRIVATE,
-        heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
         llm_timeout=settings.AGENT_LLM_TIMEOUT,
         llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
         llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,
@@ -66,6 +61,7 @@ def agent_settings() -> AgentSettings:
         openai_base_url=settings.OPENAI_BASE_URL,
         data_dir=Path(settings.DATA_DIR),
         exec_env=dict(settings.AGENT_EXEC_ENV),
+        tools=tuple(settings.AGENT_TOOLS),
     )
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md")
 BOOTSTRAP_FILE_LIMIT = 20_000
+MEMORY_SECTION_CHARS = 12_000
 
 IDENTITY = """\
 You are agentsite, a capable assistant that gets things done with tools.
@@ -76,3 +77,54 @@ def compose_prompt(prompt: str, context: str | None) -> str:
     if not context or not context.strip():
         return prompt
     return f"{prompt}\n\n## Context\n\n{context}"
+
+
+def memory_sections(*, long_term: str, summary: str) -> list[str]:
+    """What the agent remembers: across sessions, and of this one's earlier history. Each
+    is capped: a plain archive (a consolidation that failed) can be long."""
+    sections = []
+    if long_term.strip():
+        sections.append(f"## Memory\n\n{_capped(long_term.strip(), 'memory')}")
+    if summary.strip():
+        sections.append(f"## Earlier in this conversation\n\n{_capped(summary.strip(), 'summary')}")
+    return sections
+
+
+def _capped(text: str, what: str) -> str:
+    if len(text) <= MEMORY_SECTION_CHARS:
+        return text
+    return text[-MEMORY_SECTION_CHARS:] + f"\n\n[… the start of this {what} is left out]"
+
+
+class OfferedSkill(Protocol):
+    """What the prompt shows of a skill (`skills_app.entries.SkillEntry`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def always(self) -> bool: ...
+    @property
+    def missing(self) -> tuple[str, ...]: ...
+
+
+def skills_sections(skills: Sequence[OfferedSkill]) -> list[str]:
+    """Always-skills in full; the others listed by name, description and availability,
+    for the model to read (`read_skill`) when one applies."""
+    sections = [f"## Skill: {skill.name}\n\n{skill.content}" for skill in skills if skill.always]
+    listed = [skill for skill in skills if not skill.always]
+    if listed:
+        lines = [
+            "## Skills",
+            "",
+            "Before a task one of these covers, read it in full with `read_skill`.",
+            "",
+        ]
+        for skill in listed:
+            state = "" if not skill.missing else f" (unavailable: needs {', '.join(skill.missing)})"
+            lines.append(f"- {skill.name}{state}: {skill.description or 'no description'}")
+        sections.append("\n".join(lines))
+    return sections

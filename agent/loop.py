@@ -15,9 +15,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from agent import budget
+from agent.budget import ContextBudget, LLMMessage
 from agent.events import (
     Emit,
     StreamChunk,
@@ -27,16 +27,12 @@ from agent.events import (
     ToolCallEvent,
     ToolResult,
 )
-from agent.llm import LLM, LLMResponse, ToolCall
-from agent.llm_errors import LLMError
-
-if TYPE_CHECKING:
-    from agent.tools.registry import ToolRegistry
+from agent.llm.client import LLM, LLMResponse, ToolCall
+from agent.llm.errors import LLMError
 
 logger = logging.getLogger(__name__)
 
-Message = dict[str, Any]
-OnMessage = Callable[[Message, dict[str, int] | None], Awaitable[None]]
+OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
 Status = Literal["succeeded", "failed"]
 
 CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
@@ -55,7 +51,15 @@ class LoopResult:
     error_kind: str | None = None
 
 
-async def _ignore(message: Message, usage: dict[str, int] | None) -> None:
+class Tools(Protocol):
+    """What the loop needs of a tool set (a turn's `agent.tools.TurnTools`)."""
+
+    def definitions(self) -> list[dict[str, Any]]: ...
+
+    async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str: ...
+
+
+async def _ignore(message: LLMMessage, usage: dict[str, int] | None) -> None:
     return None
 
 
@@ -64,9 +68,10 @@ class AgentLoop:
         self,
         *,
         llm: LLM,
-        tools: ToolRegistry,
+        tools: Tools,
         emit: Emit,
         max_iterations: int,
+        budget: ContextBudget,
         on_message: OnMessage | None = None,
     ) -> None:
         self.llm = llm
@@ -74,24 +79,30 @@ class AgentLoop:
         self.emit = emit
         self.max_iterations = max_iterations
         self.on_message = on_message or _ignore
+        self.budget = budget
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
-    async def run(self, system: Message, history: list[Message], user: Message) -> LoopResult:
-        """Run one turn. `user` is the new message; `history` may be trimmed on overflow."""
-        turn: list[Message] = [user]
+    async def run(
+        self, system: LLMMessage, history: list[LLMMessage], user: LLMMessage
+    ) -> LoopResult:
+        """Run one turn. `user` is the new message; each model call gets as much of
+        `history` as the budget lets in."""
+        turn: list[LLMMessage] = [user]
         # Kept on the loop, so a caller whose turn was cancelled can still read the counts.
         result = self.result = LoopResult(text="", status="succeeded", iterations=0)
         compressed = False
         while result.iterations < self.max_iterations:
             result.iterations += 1
+            messages = await self.budget.fit(system, history, turn)
             try:
-                response = await self._call_model([system, *history, *turn])
+                response = await self._call_model(messages)
             except LLMError as error:
-                if error.kind == "context_overflow" and not compressed and history:
-                    # The estimate was off for this model: halve the history and try again,
-                    # once, before giving up.
-                    logger.warning("context overflow; dropping the older half of the history")
-                    history = budget.drop_oldest_half(history)
+                if error.kind == "context_overflow" and not compressed:
+                    # The count was off for this model: look at the window again, send at
+                    # most half as much, and try once more before giving up.
+                    logger.warning("context overflow; sending the newer half and trying again")
+                    window = await self.llm.context_window(refresh=True)
+                    self.budget.tighten(window=window, sent=messages)
                     compressed = True
                     result.iterations -= 1
                     continue
@@ -119,7 +130,7 @@ class AgentLoop:
         await self._record(turn, {"role": "assistant", "content": result.text}, None)
         return result
 
-    async def _call_model(self, messages: list[Message]) -> LLMResponse:
+    async def _call_model(self, messages: list[LLMMessage]) -> LLMResponse:
         stream = _StreamEvents(self.emit)
         try:
             response = await self.llm.stream(
@@ -137,7 +148,7 @@ class AgentLoop:
 
     async def _run_tools(
         self,
-        turn: list[Message],
+        turn: list[LLMMessage],
         calls: list[ToolCall],
         parsed: list[dict[str, Any] | str],
         result: LoopResult,
@@ -179,7 +190,7 @@ class AgentLoop:
             raise
 
     async def _record(
-        self, turn: list[Message], message: Message, usage: dict[str, int] | None
+        self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None
     ) -> None:
         turn.append(message)
         await self.on_message(message, usage)
@@ -246,14 +257,14 @@ def _prepare_calls(
     return sendable, parsed
 
 
-def _assistant(content: str | None, response: LLMResponse) -> Message:
-    message: Message = {"role": "assistant", "content": content}
+def _assistant(content: str | None, response: LLMResponse) -> LLMMessage:
+    message: LLMMessage = {"role": "assistant", "content": content}
     if response.reasoning_content:
         message["reasoning_content"] = response.reasoning_content
     return message
 
 
-def _tool_message(call: ToolCall, output: str) -> Message:
+def _tool_message(call: ToolCall, output: str) -> LLMMessage:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
 
 

@@ -10,10 +10,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agent.conf import agent_settings  # noqa: E402
-from agent.llm import needs_litellm  # noqa: E402
-from agent.llm_litellm import preload  # noqa: E402
-from agent.routing import websocket_urlpatterns  # noqa: E402
-from agent.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
+from agent.doors.routing import websocket_urlpatterns  # noqa: E402
+from agent.doors.ws_auth import SameSiteOriginValidator, TokenAuthMiddleware  # noqa: E402
+from agent.llm.client import needs_litellm  # noqa: E402
+from agent.llm.litellm_adapter import preload  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "django_q",
     "sessions_app",
     "cron_app",
+    "skills_app",
     "agent",
 ]
 
@@ -197,7 +198,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "agent.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "agent.doors.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 # Turns each user may start through the API and the web chat together, as DRF writes rates:
@@ -217,7 +218,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "PREPROCESSING_HOOKS": ["agent.api.schema.drop_slashed_aliases"],
+    "PREPROCESSING_HOOKS": ["agent.doors.api.schema.drop_slashed_aliases"],
 }
 
 # The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a
@@ -230,14 +231,15 @@ AGENT_API_KEY = env.str(
 )
 AGENT_WORKSPACE = Path(env.str("AGENT_WORKSPACE", default=str(BASE_DIR / "workspace")))
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
-AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)
 AGENT_TEMPERATURE = env.float("AGENT_TEMPERATURE", default=0.1)
 AGENT_MAX_TOKENS = env.int("AGENT_MAX_TOKENS", default=4096)
 AGENT_CONTEXT_WINDOW = env.int("AGENT_CONTEXT_WINDOW", default=0)
 AGENT_MEMORY_WINDOW = env.int("AGENT_MEMORY_WINDOW", default=50)
 AGENT_RESTRICT_TO_WORKSPACE = env.bool("AGENT_RESTRICT_TO_WORKSPACE", default=True)
 AGENT_EXEC_TIMEOUT = env.int("AGENT_EXEC_TIMEOUT", default=60)
-AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
+# Tools of your own, offered beside the built-in ones: dotted paths to `agent.tools.Tool`
+# subclasses (made without arguments), instances, or functions returning a Tool.
+AGENT_TOOLS = env.list("AGENT_TOOLS", default=[])
 # `exec` in its sandbox: whether commands may use the network, how many processes (threads
 # count) they may run at once, and how much memory they may use.
 AGENT_EXEC_NETWORK = env.bool("AGENT_EXEC_NETWORK", default=False)
@@ -251,7 +253,6 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
-AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
 # Seconds without a streamed chunk before a model call counts as hung and is retried.
 AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)
 # Retries of a failed model call, and the most time all of their waits may add up to.

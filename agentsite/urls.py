@@ -2,17 +2,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agent import views
+from agent.doors import pages
 from agentsite import errors
+from sessions_app import keys  # noqa: F401  (registers the `chat` path converter)
 
 # The admin's app is SimpleAdminConfig (see INSTALLED_APPS): the `admin.py` modules load here,
 # with the URLs that need them, not in every process that starts Django.
 admin.autodiscover()
 
 urlpatterns = [
-    path("", views.chat, name="chat"),
-    path("c/<str:chat_id>/", views.chat, name="chat-session"),
-    path("api/", include("agent.api.urls")),
+    path("", pages.chat, name="chat"),
+    # A web chat by its id, an API session by its key (`sessions_app.keys`).
+    path("c/<chat:key>/", pages.chat, name="chat-session"),
+    path("api/", include("agent.doors.api.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

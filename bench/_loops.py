@@ -56,7 +56,7 @@ _conversations = itertools.count()
 
 
 async def agent_loop(base_url: str, turns: int) -> None:
-    from agent.service import run_turn
+    from agent.turn.service import run_turn
 
     # A session of its own, as the bare loops start afresh: an earlier run's history would
     # make every request of this one longer.

@@ -1,43 +1,53 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
-from sessions_app.models import Message, Run, Session
+from sessions_app.models import Memory, Message, Run, Session
 
-
-class MessageInline(admin.TabularInline):
-    model = Message
-    fields = ("created", "role", "name", "content", "tool_calls", "tool_call_id", "archived")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-    ordering = ("id",)
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+LATEST = 20
 
 
-class RunInline(admin.TabularInline):
-    model = Run
-    fields = ("created", "status", "channel", "model", "iterations", "cost", "error")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+def _latest(lines: Iterable[tuple[Any, str]], model: str, session: Session, every: str) -> str:
+    """A list of rows, each linked to its own page, and a link to all of the session's."""
+    items = format_html_join(
+        "",
+        "<li><a href='{}'>{}</a> {}</li>",
+        (
+            (
+                reverse(f"admin:sessions_app_{model}_change", args=[row.pk]),
+                row.created.strftime("%Y-%m-%d %H:%M"),
+                text,
+            )
+            for row, text in lines
+        ),
+    )
+    url = reverse(f"admin:sessions_app_{model}_changelist") + f"?session__id__exact={session.pk}"
+    return format_html("<ul>{}</ul><a href='{}'>{}</a>", items, url, every)
 
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
     list_display = ("key", "title", "channel", "owner", "model", "message_count", "updated")
     list_filter = ("channel", "owner")
-    search_fields = ("key", "title", "owner__username", "messages__content")
-    readonly_fields = ("key", "channel", "chat_id", "last_consolidated", "created", "updated")
+    # Indexed fields only: a search through every message's text would scan them all.
+    search_fields = ("key", "owner__username")
+    readonly_fields = (
+        "key",
+        "channel",
+        "chat_id",
+        "last_consolidated",
+        "created",
+        "updated",
+        "latest_messages",
+        "latest_runs",
+    )
     fields = (
         "key",
         "channel",
@@ -48,8 +58,9 @@ class SessionAdmin(admin.ModelAdmin):
         "last_consolidated",
         "created",
         "updated",
+        "latest_messages",
+        "latest_runs",
     )
-    inlines = (RunInline, MessageInline)
     date_hierarchy = "updated"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -63,6 +74,19 @@ class SessionAdmin(admin.ModelAdmin):
             .annotate(_messages=Count("messages"))
         )
 
+    # A session may hold tens of thousands of messages: the page shows the newest, and the
+    # message list (paginated, filtered to the session) has the rest.
+    @admin.display(description="latest messages")
+    def latest_messages(self, obj: Session) -> str:
+        rows = reversed(list(obj.messages.order_by("-id")[:LATEST]))
+        lines = ((m, f"{m.role}: {(m.content or '')[:120]}") for m in rows)
+        return _latest(lines, "message", obj, "All messages of this session")
+
+    @admin.display(description="latest runs")
+    def latest_runs(self, obj: Session) -> str:
+        lines = ((r, f"{r.status} {r.error or ''}") for r in obj.runs.order_by("-created")[:LATEST])
+        return _latest(lines, "run", obj, "All runs of this session")
+
     @admin.display(ordering="_messages", description="messages")
     def message_count(self, obj: Session) -> int:
         return getattr(obj, "_messages", 0)
@@ -72,8 +96,10 @@ class SessionAdmin(admin.ModelAdmin):
 class MessageAdmin(admin.ModelAdmin):
     list_display = ("id", "session", "role", "short_content", "created")
     list_filter = ("role", "session__channel")
-    search_fields = ("content", "session__key")
+    search_fields = ("session__key",)
     list_select_related = ("session",)
+    # Counting every row of a table this size on each page costs more than the page.
+    show_full_result_count = False
     readonly_fields = [f.name for f in Message._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -109,3 +135,12 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "owner", "session", "updated")
+    list_select_related = ("owner", "session")
+    search_fields = ("content", "session__key", "owner__username")
+    raw_id_fields = ("owner", "session")
+    readonly_fields = ("created", "updated")

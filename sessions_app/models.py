@@ -32,6 +32,8 @@ class Session(models.Model):
     )
     # Id of the last message already summarised into memory; history past it is raw.
     last_consolidated = models.BigIntegerField(default=0)
+    # Set while a consolidation of this session runs (a lease: a dead worker's expires).
+    consolidating_until = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -148,3 +150,32 @@ class Run(models.Model):
     @property
     def success(self) -> bool:
         return self.status == self.Status.SUCCEEDED
+
+
+class Memory(models.Model):
+    """What the agent remembers. Without a session: the owner's long-term memory, shared by
+    all their sessions (one per owner). With one: a summary of part of that session's
+    history, written when it was consolidated or archived by /new."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_memories",
+    )
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    content = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated", "-id"]
+        verbose_name_plural = "memories"
+        indexes = [models.Index(fields=["owner", "session", "-id"])]
+
+    def __str__(self) -> str:
+        where = self.session.key if self.session is not None else "long-term"
+        return f"{where}: {self.content[:60]}"

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
@@ -15,11 +16,14 @@ from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 def recent_messages(
     *, session: Session, limit: int, before_run: UUID | None = None
 ) -> list[dict[str, Any]]:
-    """The session's last `limit` live messages, oldest first, in the model's format,
-    leaving out those of `before_run` (the turn that is about to use them)."""
+    """The session's last `limit` live messages not yet summarised into memory, oldest
+    first, in the model's format, leaving out those of `before_run` (the turn that is about
+    to use them)."""
     if limit <= 0:
         return []
-    messages = Message.objects.filter(session=session, archived=False)
+    messages = Message.objects.filter(
+        session=session, archived=False, id__gt=F("session__last_consolidated")
+    )
     if before_run is not None:
         messages = messages.exclude(run_id=before_run)
     rows = list(messages.order_by("-id")[:limit])
@@ -31,6 +35,29 @@ def find_session(*, key: str, owner: Any) -> Session | None:
     if owner is None or not owner.is_authenticated:
         return None
     return Session.objects.filter(key=key, owner=owner).first()
+
+
+def list_sessions(*, owner: Any) -> QuerySet[Session]:
+    """`owner`'s sessions, the most recently active first (none for an anonymous user)."""
+    if owner is None or not owner.is_authenticated:
+        return Session.objects.none()
+    return Session.objects.filter(owner=owner).order_by("-updated", "-id")
+
+
+def session_messages(*, session: Session, archived: bool | None = None) -> QuerySet[Message]:
+    """Every message of the session in the order it was written; `archived` True or
+    False keeps only the messages that `/new` archived, or only the live ones."""
+    messages = Message.objects.filter(session=session)
+    if archived is not None:
+        messages = messages.filter(archived=archived)
+    return messages.order_by("id")
+
+
+def find_run(*, run_id: UUID, owner: Any) -> Run | None:
+    """`owner`'s run `run_id`; None for another user's, an ownerless session's, or none."""
+    if owner is None or not owner.is_authenticated:
+        return None
+    return Run.objects.select_related("session").filter(pk=run_id, session__owner=owner).first()
 
 
 def get_session(*, session_id: int) -> Session | None:
@@ -60,7 +87,8 @@ def unfinished_run(*, session_id: int) -> Run | None:
 
 
 def get_run(*, run_id: UUID) -> Run | None:
-    return Run.objects.filter(pk=run_id).first()
+    """The run with its session and the session's owner."""
+    return Run.objects.select_related("session", "session__owner").filter(pk=run_id).first()
 
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:

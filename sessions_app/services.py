@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from sessions_app.keys import split_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
 
 TITLE_LENGTH = 60
@@ -25,11 +26,6 @@ DIED_ERROR = "the process running this turn stopped before it finished"
 
 class SessionDeleted(Exception):
     """The session was deleted while something was being written to it."""
-
-
-def split_key(key: str) -> tuple[str, str]:
-    channel, _, chat_id = key.partition(":")
-    return channel, chat_id or channel
 
 
 def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
@@ -223,4 +219,12 @@ def fail_dead_runs() -> int:
         text=f"This turn stopped: {DIED_ERROR}.",
         error=DIED_ERROR,
         finished=timezone.now(),
+    )
+
+
+def fail_unfinished_run(*, run_id: UUID, text: str, error: str) -> bool:
+    """Mark the run failed unless it already ended; whether it was still unfinished."""
+    unfinished = Run.objects.filter(pk=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    return bool(
+        unfinished.update(status=Run.Status.FAILED, text=text, error=error, finished=timezone.now())
     )

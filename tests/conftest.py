@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from agent.llm.client import LLM, LLMConfig
 from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,6 +217,31 @@ def live_site(site_env: dict[str, str]) -> Iterator[str]:
         server.wait(timeout=10)
 
 
+def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh Python process with `env`, from the project's folder."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def run_manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `manage.py` with `env` and no input; whatever became of it."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def manage(env: dict[str, str], *args: str) -> str:
     """Run `manage.py` with `env`; its standard output."""
     done = subprocess.run(
@@ -228,3 +254,23 @@ def manage(env: dict[str, str], *args: str) -> str:
         timeout=120,
     )
     return done.stdout
+
+
+@pytest.fixture(params=["auto", "litellm"], ids=["lean", "litellm"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def make_llm(server: ScriptedLLM, backend: str = "auto", **overrides: object) -> LLM:
+    """An adapter pointed at the scripted `server`, the lean path unless `backend`."""
+    options: dict[str, object] = {
+        "backend": backend,
+        "model": "openai/scripted",
+        "api_base": server.base_url,
+        "api_key": "test-key",
+        "timeout": 5.0,
+        "max_retries": 3,
+        "retry_budget": 10.0,
+    }
+    options.update(overrides)
+    return LLM(LLMConfig(**options))  # type: ignore[arg-type]

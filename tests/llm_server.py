@@ -8,6 +8,10 @@ message, so it also serves as a local model for trying the product by hand:
 
     python -m tests.llm_server --port 8001
     AGENT_MODEL=openai/scripted AGENT_API_BASE=http://127.0.0.1:8001/v1 ./manage.py agent
+
+Longer than the 400 lines a module here usually keeps to, on purpose: the script of steps,
+the HTTP handler that plays them and the command line are one small server, read together
+by whoever writes a test against it.
 """
 
 from __future__ import annotations
@@ -90,10 +94,14 @@ class ScriptedLLM:
         tool_loop: int = 0,
     ) -> None:
         self.context_window = context_window
+        # Reported by /models as the model's output limit, when set.
+        self.output_limit: int | None = None
         self.default = default
         self.tool_loop = tool_loop
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        # Requests refused for being over `context_window`, which it advertises and enforces.
+        self.refused = 0
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -247,6 +255,11 @@ class ScriptedLLM:
                                 "object": "model",
                                 "owned_by": "tests",
                                 "max_model_len": llm.context_window,
+                                **(
+                                    {"max_completion_tokens": llm.output_limit}
+                                    if llm.output_limit
+                                    else {}
+                                ),
                             }
                         ],
                     }
@@ -262,6 +275,17 @@ class ScriptedLLM:
                     self._json(400, {"error": {"message": "body is not JSON"}})
                     return
                 llm.headers.append(dict(self.headers))
+                wanted = prompt_tokens(body) + int(
+                    body.get("max_completion_tokens") or body.get("max_tokens") or 0
+                )
+                if wanted > llm.context_window:
+                    # As vLLM and OpenAI answer it; the queued step waits for the next call.
+                    llm.refused += 1
+                    self._json(400, {"error": {"type": "invalid_request_error", "message": (
+                        f"This model's maximum context length is {llm.context_window} tokens. "
+                        f"However, you requested {wanted} tokens. Please reduce the length "
+                        "of the messages or completion.")}})  # fmt: skip
+                    return
                 step = llm._next_step(body)
                 if step.kind == "error":
                     self._error(step)
@@ -398,6 +422,16 @@ class ScriptedLLM:
                 self.wfile.flush()
 
         return Handler
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """What a request's messages and tools cost here: four characters a token, plus a few
+    per message, as real tokenizers roughly count English."""
+    tokens = len(json.dumps(body.get("tools") or [])) // 4
+    for message in body.get("messages") or []:
+        text = json.dumps([message.get("content"), message.get("tool_calls")])
+        tokens += 4 + len(text) // 4
+    return tokens
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -62,6 +65,94 @@ def test_messages_in_order(api: APIClient, ada: User) -> None:
         ("user", "q"),
         ("assistant", "a"),
     ]
+    assert "Link" not in response  # one page: nowhere else to go
+    assert [m["archived"] for m in response.json()] == [False, False]
+
+
+def make_messages(session: Session, count: int) -> list[int]:
+    Message.objects.bulk_create(
+        Message(session=session, role="user", content=f"m{n}") for n in range(count)
+    )
+    return list(session.messages.order_by("id").values_list("id", flat=True))
+
+
+def ids(page: Any) -> list[int]:
+    return [m["id"] for m in page.json()]
+
+
+def links(page: Any) -> dict[str, str]:
+    """The `Link` header's targets by relation: `{"prev": url, "next": url}`."""
+    found = {}
+    for part in page.get("Link", "").split(","):
+        if part.strip():
+            url, rel = part.split(";")
+            found[rel.strip().removeprefix('rel="').removesuffix('"')] = url.strip()[1:-1]
+    return found
+
+
+def test_messages_open_at_the_latest_page_and_walk_back(api: APIClient, ada: User) -> None:
+    every = make_messages(make_session("web:long", ada), 250)
+
+    latest = api.get("/api/sessions/web:long/messages")
+    assert ids(latest) == every[150:]  # the newest 100, newest last
+    assert set(links(latest)) == {"prev"}
+
+    middle = api.get(links(latest)["prev"])
+    assert ids(middle) == every[50:150]
+    oldest = api.get(links(middle)["prev"])
+    assert ids(oldest) == every[:50]
+    assert set(links(oldest)) == {"next"}
+
+    assert ids(api.get(links(oldest)["next"])) == every[50:150]
+    assert ids(api.get(links(middle)["next"])) == every[150:]
+
+
+def test_messages_written_while_paging_back_do_not_shift_the_pages(
+    api: APIClient, ada: User
+) -> None:
+    session = make_session("web:busy", ada)
+    every = make_messages(session, 5)
+    latest = api.get("/api/sessions/web:busy/messages?page_size=2")
+    make_messages(session, 3)
+    assert ids(api.get(links(latest)["prev"])) == every[1:3]
+
+
+def test_page_size_is_a_parameter_with_a_cap(api: APIClient, ada: User) -> None:
+    every = make_messages(make_session("web:big", ada), 600)
+    small = api.get("/api/sessions/web:big/messages", {"page_size": 3})
+    assert ids(small) == every[-3:]
+    assert "page_size=3" in links(small)["prev"]
+    capped = api.get("/api/sessions/web:big/messages", {"page_size": 10_000})
+    assert ids(capped) == every[-500:]
+    for unusable in ("0", "-1", "many"):
+        page = api.get("/api/sessions/web:big/messages", {"page_size": unusable})
+        assert ids(page) == every[-100:]
+
+
+@pytest.mark.parametrize("position", [None, b"abc", b"%C2%B2", b"9" * 30])
+def test_a_bad_cursor_is_a_json_404(api: APIClient, ada: User, position: bytes | None) -> None:
+    cursor = "junk" if position is None else base64.b64encode(b"p=" + position).decode()
+    make_messages(make_session("web:c", ada), 3)
+    response = api.get("/api/sessions/web:c/messages", {"cursor": cursor})
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+
+
+def test_archived_messages_are_listed_marked_and_can_be_filtered(api: APIClient, ada: User) -> None:
+    session = make_session("web:a", ada)
+    every = make_messages(session, 4)
+    Message.objects.filter(id__in=every[:2]).update(archived=True)
+    url = "/api/sessions/web:a/messages"
+    page = api.get(url).json()
+    assert [(m["id"], m["archived"]) for m in page] == [
+        (every[0], True),
+        (every[1], True),
+        (every[2], False),
+        (every[3], False),
+    ]
+    assert ids(api.get(url, {"archived": "false"})) == every[2:]
+    assert ids(api.get(url, {"archived": "true"})) == every[:2]
+    bad = api.get(url, {"archived": "sometimes"})
+    assert bad.status_code == 400 and "archived" in bad.json()
 
 
 def test_anonymous_is_refused() -> None:

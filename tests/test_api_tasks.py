@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.jobs import SWEEP_SCHEDULE, fail_dead_runs, run_queued_task
+from agent.doors.worker import SWEEP_SCHEDULE, fail_dead_runs, run_queued_task
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 
@@ -231,12 +232,12 @@ def test_cancelling_a_running_task_ends_it_cleanly_and_keeps_its_counts(
 ) -> None:
     import threading
 
-    from agent.tasks import execute
+    from agent.turn.runs import execute
 
     llm.tool_call("exec", {"command": "sleep 30"})
     session = Session.objects.create(key="api:long", channel="api", chat_id="long", owner=ada)
     run = Run.objects.create(session=session, channel="api", prompt="a long job")
-    worker = threading.Thread(target=execute, args=(run,), kwargs={"owner": ada, "model": None})
+    worker = threading.Thread(target=execute, args=(run,), kwargs={"owner": ada})
     worker.start()
     deadline = time.monotonic() + 20
     while not Message.objects.filter(session=session, role="assistant").exists():
@@ -281,3 +282,72 @@ def test_prompt_and_context_together_are_limited(api: APIClient) -> None:
     body = {"prompt": "x" * 60_000, "context": "y" * 60_000}
     response = api.post("/api/tasks", body, format="json")
     assert response.status_code == 400 and "context" in response.json()
+
+
+def test_new_archives_the_conversation_and_the_messages_say_so(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    llm.reply("noted")
+    # /new archives the conversation into memory through the model first.
+    llm.tool_call("save_memory", {"history_entry": "Asked to remember.", "memory_update": ""})
+    llm.reply("fresh start")
+    ask = {"session": "api:arc"}
+    api.post("/api/tasks", {"prompt": "remember this", **ask}, format="json")
+    new = api.post("/api/tasks", {"prompt": "/new", **ask}, format="json").json()
+    assert "2 messages archived" in new["text"]
+    api.post("/api/tasks", {"prompt": "hello again", **ask}, format="json")
+
+    listed = api.get("/api/sessions/api:arc/messages").json()
+    assert [(m["content"], m["archived"]) for m in listed] == [
+        ("remember this", True),
+        ("noted", True),
+        ("hello again", False),
+        ("fresh start", False),
+    ]
+    live = api.get("/api/sessions/api:arc/messages?archived=false").json()
+    assert [m["content"] for m in live] == ["hello again", "fresh start"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/tasks/not-a-uuid",
+        "/api/tasks/not-a-uuid/",
+        "/api/tasks/not-a-uuid/cancel",
+        "/api/tasks/12345678123456781234567812345678",  # a UUID, but not as the API writes one
+        f"/api/tasks/{uuid.uuid4()}",
+        f"/api/tasks/{uuid.uuid4()}/cancel",
+    ],
+)
+def test_a_task_id_that_is_no_task_is_a_json_404(api: APIClient, path: str) -> None:
+    response = api.post(path) if path.endswith("cancel") else api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert set(response.json()) == {"detail"}
+
+
+def test_another_users_task_is_a_404_and_stays_uncancelled(
+    api: APIClient, llm: ScriptedLLM
+) -> None:
+    bob = User.objects.create_user("bob")
+    session = Session.objects.create(key="api:b", channel="api", chat_id="b", owner=bob)
+    run = Run.objects.create(session=session, channel="api", prompt="bob's")
+    ownerless = Session.objects.create(key="cli:direct", channel="cli", chat_id="direct")
+    cli_run = Run.objects.create(session=ownerless, channel="cli", prompt="local")
+    for pk in (run.pk, cli_run.pk):
+        assert api.get(f"/api/tasks/{pk}").status_code == 404
+        assert api.post(f"/api/tasks/{pk}/cancel").status_code == 404
+    run.refresh_from_db()
+    assert run.cancel_requested is False
+
+
+def test_the_schema_documents_the_message_pages(api: APIClient) -> None:
+    schema = api.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    operation = schema["paths"]["/api/sessions/{key}/messages"]["get"]
+    assert {"cursor", "page_size", "archived"} <= {p["name"] for p in operation["parameters"]}
+    page = operation["responses"]["200"]
+    assert page["content"]["application/json"]["schema"]["type"] == "array"
+    assert "Link" in page["headers"]
+    assert "archived" in schema["components"]["schemas"]["MessageOut"]["properties"]
+    task_id = schema["paths"]["/api/tasks/{task_id}"]["get"]["parameters"][0]
+    assert task_id["schema"] == {"type": "string", "format": "uuid"}

@@ -146,3 +146,41 @@ def test_a_refused_message_and_a_deleted_chat_in_a_browser(
     expect(page.locator("#fatal")).to_have_text("This chat was deleted.")
     expect(page.locator("#composer")).to_be_disabled()
     assert len(llm.requests) == 1
+
+
+def test_an_api_session_opens_from_the_list(page, live_site: str, llm: ScriptedLLM) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
+    llm.reply("made by a script")
+    # A task sent through the API, as a script would, with the page's own login.
+    status = page.evaluate(
+        """async () => {
+          const csrf = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+          const response = await fetch("/api/tasks", {
+            method: "POST",
+            headers: {"Content-Type": "application/json", "X-CSRFToken": csrf},
+            body: JSON.stringify({prompt: "from a script", session: "api:job.1"}),
+          });
+          return (await response.json()).status;
+        }"""
+    )
+    assert status == "succeeded"
+
+    page.reload()
+    item = page.locator("#session-list li[data-key='api:job.1']")
+    expect(item).to_contain_text("from a script")
+    expect(item.locator(".session-badge")).to_have_text("API")
+    item.locator(".session-link").click()
+    expect(page).to_have_url(re.compile(r"/c/api:job\.1/$"))
+    expect(page.locator(".msg.assistant")).to_contain_text("made by a script")
+
+    # The page goes on with it, and a reload opens it again at the same address.
+    llm.reply("continued on the page")
+    page.fill("#composer", "and one more thing")
+    page.press("#composer", "Enter")
+    expect(page.locator(".msg.assistant").last).to_contain_text("continued on the page")
+    page.reload()
+    expect(page.locator(".msg.user")).to_have_count(2)
+    expect(page.locator("#chat-title")).to_have_text("from a script")
+    expect(page.locator("#session-list li.active")).to_have_attribute("data-key", "api:job.1")

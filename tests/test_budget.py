@@ -1,16 +1,23 @@
-"""Trimming and repairing history."""
+"""Repairing history and fitting a model call's messages into its window."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agent import budget
+from agent.tokens import TokenCounter, estimate
 
 
-def call(call_id: str) -> dict:
+def call(call_id: str, *more: str) -> dict:
     return {
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "x", "arguments": "{}"}}
+            {"id": i, "type": "function", "function": {"name": "x", "arguments": "{}"}}
+            for i in (call_id, *more)
         ],
     }
 
@@ -19,45 +26,176 @@ def result(call_id: str, text: str = "ok") -> dict:
     return {"role": "tool", "tool_call_id": call_id, "name": "x", "content": text}
 
 
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def count(message: dict) -> int:
+    return 1 + len(message.get("content") or "") // 10
+
+
+SYSTEM = {"role": "system", "content": "be brief"}
+
+
 def test_repair_drops_orphans_and_duplicate_results() -> None:
     history = [
         result("lost"),
-        {"role": "user", "content": "q"},
+        user("q"),
         call("a"),
         result("a"),
         result("a", "again"),
         call("b"),  # never answered: a crash mid-tool
-        {"role": "user", "content": "next"},
+        user("next"),
         {"role": "assistant", "content": "done"},
     ]
     assert budget.repair(history) == [
-        {"role": "user", "content": "q"},
+        user("q"),
         call("a"),
         result("a"),
-        {"role": "user", "content": "next"},
+        user("next"),
         {"role": "assistant", "content": "done"},
     ]
 
 
-def test_trim_keeps_calls_with_their_results_and_starts_at_a_user() -> None:
+def test_fit_drops_old_history_whole_and_starts_at_a_user() -> None:
     history = [
-        {"role": "user", "content": "old " * 200},
+        user("old " * 200),
         call("a"),
         result("a", "r" * 300),
-        {"role": "user", "content": "new"},
+        user("new"),
         {"role": "assistant", "content": "fine"},
     ]
-    trimmed = budget.trim_history(history, budget.estimate_tokens(history[3:]) + 5)
-    assert trimmed == history[3:]
-    assert budget.trim_history(history, 0) == []
-    assert budget.trim_history(history, 10**6) == history
-
-
-def test_drop_oldest_half_starts_at_a_user() -> None:
-    history = [
-        {"role": "user", "content": str(i)}
-        if i % 2 == 0
-        else {"role": "assistant", "content": str(i)}
-        for i in range(8)
+    turn = [user("now")]
+    everything = [SYSTEM, *history, *turn]
+    assert budget.fit(SYSTEM, history, turn, limit=10**6, count=count) == everything
+    # Room for the call's result but not for its call and the user before it.
+    tight = sum(map(count, [SYSTEM, *history[1:], *turn]))
+    assert budget.fit(SYSTEM, history, turn, limit=tight, count=count) == [
+        SYSTEM,
+        *history[3:],
+        *turn,
     ]
-    assert budget.drop_oldest_half(history) == history[4:]
+    assert budget.fit(SYSTEM, history, turn, limit=0, count=count) == [SYSTEM, *turn]
+
+
+def test_a_turn_that_outgrows_the_window_shortens_then_drops_its_oldest_results() -> None:
+    turn = [
+        user("read them all"),
+        call("1"),
+        result("1", "a" * 5_000),
+        call("2"),
+        result("2", "b" * 5_000),
+        call("3"),
+        result("3", "c" * 5_000),
+    ]
+    every = sum(map(count, [SYSTEM, *turn]))
+
+    shortened = budget.fit(SYSTEM, [], turn, limit=every - 300, count=count)
+    assert [m["role"] for m in shortened] == ["system", "user", *["assistant", "tool"] * 3]
+    assert "more characters cut to fit the context window" in shortened[3]["content"]
+    assert shortened[3]["content"].startswith("a" * budget.SHORTENED_CHARS)
+    assert shortened[7] is turn[6]  # the newest result stays whole while it can
+    assert turn[2]["content"] == "a" * 5_000  # what is stored is never changed
+
+    dropped = budget.fit(SYSTEM, [], turn, limit=count(SYSTEM) + count(turn[0]) + 150, count=count)
+    assert dropped[:2] == [SYSTEM, turn[0]]
+    assert [m.get("tool_call_id") for m in dropped[2:] if m["role"] == "tool"] == ["3"]
+    assert dropped[2]["tool_calls"][0]["id"] == "3"
+
+
+# ---- the invariant, on random histories ----------------------------------------------
+
+texts = st.text(alphabet="ab ", max_size=400)
+
+
+@st.composite
+def steps(draw: Any, prefix: str) -> list[dict]:
+    """Messages a turn leaves behind: a user message, tool calls with their results (some
+    with several calls at once), and a final answer."""
+    messages = [user(draw(texts))]
+    for index in range(draw(st.integers(0, 3))):
+        ids = [f"{prefix}{index}.{n}" for n in range(draw(st.integers(1, 3)))]
+        messages.append(call(*ids))
+        messages.extend(result(i, draw(texts)) for i in ids)
+    messages.append({"role": "assistant", "content": draw(texts)})
+    return messages
+
+
+@st.composite
+def conversations(draw: Any) -> tuple[list[dict], list[dict]]:
+    history = [m for n in range(draw(st.integers(0, 6))) for m in draw(steps(f"h{n}."))]
+    current = draw(steps("t."))[:-1]  # the turn in progress: no answer yet
+    return history, current
+
+
+def assert_whole(messages: list[dict]) -> None:
+    """Every call is followed by all its results and every result follows its call."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, "a result without its call"
+            open_calls.discard(message["tool_call_id"])
+            continue
+        assert not open_calls, "a call without its result"
+        open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+    assert not open_calls, "a call without its result"
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversation=conversations(), limit=st.integers(0, 1_500))
+def test_fit_never_splits_a_call_from_its_results(
+    conversation: tuple[list[dict], list[dict]], limit: int
+) -> None:
+    history, turn = conversation
+    sent = budget.fit(SYSTEM, history, turn, limit=limit, count=count)
+
+    assert sent[0] is SYSTEM
+    assert turn[0] in sent  # the user's message always goes
+    assert_whole(sent)
+    after_system = sent[1:]
+    assert after_system[0]["role"] == "user"  # history starts at a user message
+    position = sent.index(turn[0])
+    if len(turn) > 1:  # the newest step of the turn always goes
+        assert sent[-1]["tool_call_id"] == turn[-1]["tool_call_id"]
+    if sum(map(count, sent)) > limit:  # over only when nothing more could go
+        assert sent[1:position] == []
+        assert sum(1 for m in sent[position:] if m.get("tool_calls")) <= 1
+
+
+def test_the_estimate_is_above_a_real_tokenizer() -> None:
+    # Random-looking text (base64, hashes) can cost more than any rate short of a token a
+    # character; an overflow the estimate missed is caught and retried smaller instead.
+    counter = TokenCounter("openai/gpt-4o-mini")
+    exact = budget_encoder(counter)
+    for text in ["plain English words, " * 50, "def f(x):\n    return x * 2\n" * 40,
+                 "1234567890" * 80, "日本語のテキスト" * 60, "Привет, мир! " * 60]:  # fmt: skip
+        assert estimate(text) >= exact(text), text[:20]
+
+
+def budget_encoder(counter: TokenCounter) -> Any:
+    import asyncio
+
+    assert asyncio.run(counter.load_exact()), "litellm ships o200k_base for offline use"
+    assert counter.exact is not None
+    return counter.exact
+
+
+def test_exact_counting_works_offline_without_importing_litellm() -> None:
+    from tests.conftest import python
+
+    program = (
+        "import asyncio, sys\n"
+        "from agent.tokens import TokenCounter\n"
+        "counter = TokenCounter('openai/gpt-4o-mini')\n"
+        "assert asyncio.run(counter.load_exact())\n"
+        "assert counter.text('hello world') == 2, counter.text('hello world')\n"
+        "assert 'litellm' not in sys.modules\n"
+    )
+    # No network: a proxy that does not exist would fail any download.
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+    }
+    done = python(program, env)
+    assert done.returncode == 0, done.stderr

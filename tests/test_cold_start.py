@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.conftest import ROOT, clean_env, free_port
+from tests.conftest import clean_env, free_port, python, run_manage
 from tests.llm_server import ScriptedLLM
 
 # Whole packages a command-line turn never needs at start-up: the web server and its TLS,
@@ -32,7 +31,12 @@ SERVER_ONLY_PACKAGES = (
     "openai",
 )
 # The URLconf, and the views, DRF and schema generator it brings with it.
-SERVER_ONLY_MODULES = ("agentsite.urls", "agent.views", "agent.api.views", "rest_framework.views")
+SERVER_ONLY_MODULES = (
+    "agentsite.urls",
+    "agent.doors.pages",
+    "agent.doors.api.views",
+    "rest_framework.views",
+)
 # drf-spectacular is an installed app (for its templates), so its package and app config load
 # with every process; nothing else of it may.
 SPECTACULAR_APP_MODULES = {"drf_spectacular", "drf_spectacular.apps", "drf_spectacular.checks"}
@@ -48,29 +52,6 @@ def server_only(modules: list[str]) -> list[str]:
         or name in SERVER_ONLY_MODULES
         or (name.split(".")[0] == "drf_spectacular" and name not in SPECTACULAR_APP_MODULES)
     ]
-
-
-def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def run_manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.fixture
@@ -108,13 +89,13 @@ def test_setting_up_django_and_the_agent_command_loads_no_server_code(tmp_path: 
         "import django\n"
         "django.setup()\n"
         "import agent.management.commands.agent\n"
-        "import agent.service\n" + REPORT_MODULES
+        "import agent.turn.service\n" + REPORT_MODULES
     )
     result = python(code, env)
     assert result.returncode == 0, result.stderr
     modules = json.loads(result.stdout)
     # The check is only worth something if it looked at a process that loaded the agent.
-    assert {"agent.service", "agent.management.commands.agent"} <= set(modules)
+    assert {"agent.turn.service", "agent.management.commands.agent"} <= set(modules)
     assert server_only(modules) == []
 
 
@@ -136,7 +117,7 @@ def test_a_whole_command_line_turn_loads_no_server_code(
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Hello!\n"
     modules = json.loads(result.stderr.strip().splitlines()[-1])
-    assert "agent.service" in modules
+    assert "agent.turn.service" in modules
     # The model call loads the model SDKs; nothing else of the server may come along.
     loaded_by_the_turn = {"litellm", "openai"}
     assert [m for m in server_only(modules) if m.split(".")[0] not in loaded_by_the_turn] == []
@@ -208,7 +189,7 @@ def test_the_agent_brings_an_older_embedded_database_up_to_date(
     (tmp_path / "data").mkdir()
     shutil.copy(migrated_sqlite, tmp_path / "data" / "db.sqlite3")
     # As if the site was installed before its newest migration.
-    back = run_manage(fresh_env, "migrate", "sessions_app", "0003", "-v0")
+    back = run_manage(fresh_env, "migrate", "sessions_app", "0004", "-v0")
     assert back.returncode == 0, back.stderr
     llm.reply("Hello!")
 

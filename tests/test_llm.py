@@ -1,44 +1,22 @@
 """The LLM adapter against the scripted server, over real HTTP.
 
-Every test that calls the model runs twice: on the lean path that speaks OpenAI's protocol
-itself, and through litellm (forced by the backend setting), so both behave alike.
+Every test that calls the model runs twice (the `backend` fixture): on the lean path that
+speaks OpenAI's protocol itself, and through litellm, so both behave alike. The kinds
+failures are sorted into are in test_llm_errors.py; what only the lean path does, in
+test_llm_wire.py.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from agent.llm import LLM, LLMConfig, ToolCallAssembler
-from agent.llm_errors import LLMError, classify
+from agent.llm.client import ToolCallAssembler
+from agent.llm.errors import LLMError
+from tests.conftest import make_llm
 from tests.llm_server import ScriptedLLM
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(params=["auto", "litellm"], ids=["lean", "litellm"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def make_llm(server: ScriptedLLM, backend: str = "auto", **overrides: object) -> LLM:
-    options: dict[str, object] = {
-        "backend": backend,
-        "model": "openai/scripted",
-        "api_base": server.base_url,
-        "api_key": "test-key",
-        "timeout": 5.0,
-        "max_retries": 3,
-        "retry_budget": 10.0,
-    }
-    options.update(overrides)
-    return LLM(LLMConfig(**options))  # type: ignore[arg-type]
 
 
 async def test_streams_text_and_collects_usage(llm: ScriptedLLM, backend: str) -> None:
@@ -178,11 +156,12 @@ async def test_retry_budget_bounds_the_total_wait(llm: ScriptedLLM, backend: str
 
 
 async def test_hanging_response_times_out_and_is_retried(llm: ScriptedLLM, backend: str) -> None:
-    llm.hang(5).reply("after the hang")
+    # The timeout leaves room for a loaded machine to answer the retry; the hang is far longer.
+    llm.hang(30).reply("after the hang")
     started = time.monotonic()
-    response = await make_llm(llm, backend, timeout=0.5).stream([{"role": "user", "content": "x"}])
+    response = await make_llm(llm, backend, timeout=2).stream([{"role": "user", "content": "x"}])
     assert response.content == "after the hang"
-    assert time.monotonic() - started < 4.5
+    assert time.monotonic() - started < 15
 
 
 async def test_dropped_connection_is_retried_and_reported(llm: ScriptedLLM, backend: str) -> None:
@@ -205,45 +184,6 @@ async def test_dropped_connection_is_retried_and_reported(llm: ScriptedLLM, back
     assert "".join(seen) == "full answer"
 
 
-async def test_authentication_failure_is_not_retried(llm: ScriptedLLM, backend: str) -> None:
-    llm.fault(401, body={"error": {"message": "Incorrect API key provided"}})
-    with pytest.raises(LLMError) as caught:
-        await make_llm(llm, backend).stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "auth"
-    assert "Incorrect API key" in str(caught.value)
-    assert "litellm" not in str(caught.value)
-    assert len(llm.requests) == 1
-
-
-async def test_context_overflow_is_classified(llm: ScriptedLLM, backend: str) -> None:
-    llm.fault(
-        400,
-        body={
-            "error": {
-                "message": "This model's maximum context length is 8192 tokens.",
-                "code": "context_length_exceeded",
-            }
-        },
-    )
-    with pytest.raises(LLMError) as caught:
-        await make_llm(llm, backend).stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "context_overflow"
-    assert len(llm.requests) == 1
-
-
-async def test_bad_request_is_classified(llm: ScriptedLLM, backend: str) -> None:
-    llm.fault(400, body={"error": {"message": "Invalid value for 'temperature'"}})
-    with pytest.raises(LLMError) as caught:
-        await make_llm(llm, backend).stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "bad_request"
-
-
-def test_classify_plain_exceptions() -> None:
-    assert classify(TimeoutError()).kind == "transient"
-    assert classify(ConnectionResetError()).kind == "transient"
-    assert classify(ValueError("odd")).kind == "unknown"
-
-
 async def test_context_window_is_discovered_from_the_server(llm: ScriptedLLM, backend: str) -> None:
     llm.context_window = 12345
     assert await make_llm(llm, backend, model="openai/scripted").context_window() == 12345
@@ -264,20 +204,6 @@ async def test_a_local_server_needs_no_key(llm: ScriptedLLM, backend: str) -> No
     llm.reply("no key needed")
     response = await make_llm(llm, backend, api_key="").stream([{"role": "user", "content": "x"}])
     assert response.content == "no key needed"
-
-
-def test_a_missing_key_is_an_auth_error_not_a_retry() -> None:
-    error = classify(ValueError("Missing credentials. Please pass an `api_key`"))
-    assert error.kind == "auth"
-
-
-def test_an_unreadable_retry_after_is_ignored() -> None:
-    class Throttled(Exception):
-        status_code = 429
-        headers = {"retry-after": "soon"}
-
-    error = classify(Throttled("slow down"))
-    assert error.kind == "transient" and error.retry_after is None
 
 
 async def test_reasoning_under_either_name_is_kept(llm: ScriptedLLM, backend: str) -> None:
@@ -354,122 +280,3 @@ async def test_an_unknown_model_has_no_cost(llm: ScriptedLLM, backend: str) -> N
     llm.reply("free")
     response = await make_llm(llm, backend).stream([{"role": "user", "content": "x"}])
     assert response.usage and response.cost is None
-
-
-async def test_openai_itself_gets_its_own_parameters(llm: ScriptedLLM) -> None:
-    llm.reply("from a reasoning model").reply("from a chat model")
-    reasoning = make_llm(
-        llm,
-        "auto",
-        model="openai/gpt-5-mini",
-        api_base="",
-        api_key="",
-        openai_base=llm.base_url,
-        openai_key="sk-from-openai-api-key",
-    )
-    assert (await reasoning.stream([{"role": "user", "content": "x"}])).content
-    sent = llm.requests[0]
-    assert sent["model"] == "gpt-5-mini"
-    assert sent["max_completion_tokens"] == 4096
-    assert "max_tokens" not in sent and "temperature" not in sent
-    assert llm.headers[0]["Authorization"] == "Bearer sk-from-openai-api-key"
-
-    chat = make_llm(llm, "auto", model="openai/gpt-4o-mini", api_base="", openai_base=llm.base_url)
-    await chat.stream([{"role": "user", "content": "x"}])
-    assert llm.requests[1]["temperature"] == 0.1
-    assert llm.headers[1]["Authorization"] == "Bearer test-key"
-
-
-async def test_openai_without_a_key_is_an_auth_error(llm: ScriptedLLM) -> None:
-    model = make_llm(llm, "auto", api_base="", api_key="", openai_base=llm.base_url)
-    with pytest.raises(LLMError) as caught:
-        await model.stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "auth" and "OPENAI_API_KEY" in str(caught.value)
-    assert llm.requests == []
-
-
-def test_the_lean_path_never_imports_litellm_and_closes_its_pool(llm: ScriptedLLM) -> None:
-    llm.reply("lean and quick")
-    program = f"""
-import asyncio, sys
-from agent.llm import LLM, LLMConfig
-config = LLMConfig(model="openai/scripted", api_base={llm.base_url!r})
-response = asyncio.run(LLM(config).stream([{{"role": "user", "content": "x"}}]))
-assert response.content == "lean and quick", response
-heavy = sorted(name for name in ("litellm", "openai", "tiktoken") if name in sys.modules)
-assert not heavy, heavy
-from agent import llm_wire
-assert not llm_wire._pools, "the loop's pool outlived it"
-"""
-    done = subprocess.run(
-        [sys.executable, "-X", "dev", "-c", program],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    # The loop's connection pool was closed with the loop, not left to the collector.
-    assert "Unclosed" not in done.stderr and "ResourceWarning" not in done.stderr, done.stderr
-
-
-async def test_other_providers_go_through_litellm(llm: ScriptedLLM) -> None:
-    # litellm's hosted_vllm provider speaks OpenAI's protocol, so the scripted server can
-    # stand in for it; any provider prefix but openai/ is litellm's.
-    llm.reply("via litellm", usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
-    model = make_llm(llm, "auto", model="hosted_vllm/scripted")
-    assert model.wire is None
-    response = await model.stream([{"role": "user", "content": "x"}])
-    assert response.content == "via litellm"
-    assert response.usage["total_tokens"] == 5
-    assert llm.requests[0]["model"] == "scripted"
-
-
-async def test_a_tool_call_sent_as_one_huge_line_arrives_whole(llm: ScriptedLLM) -> None:
-    content = "x" * 3_000_000  # three lines of a megabyte each: the scripted server splits it
-    llm.tool_call("write_file", {"path": "big.txt", "content": content})
-    response = await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
-    (call,) = response.tool_calls
-    assert json.loads(call.arguments) == {"path": "big.txt", "content": content}
-
-
-async def test_an_error_inside_a_200_answer_is_an_error(llm: ScriptedLLM) -> None:
-    llm.fault(200, body={"error": {"message": "model 'x' not found", "code": 404}})
-    with pytest.raises(LLMError) as caught:
-        await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "bad_request" and "not found" in str(caught.value)
-
-
-async def test_an_error_page_that_is_not_utf8_keeps_its_status(llm: ScriptedLLM) -> None:
-    llm.fault(503, raw=b"<html>Service \xe9puis\xe9 \xff</html>").reply("back")
-    retried: list[LLMError] = []
-
-    async def on_retry(attempt: int, delay: float, error: LLMError) -> None:
-        retried.append(error)
-
-    response = await make_llm(llm, "auto").stream(
-        [{"role": "user", "content": "x"}], on_retry=on_retry
-    )
-    assert response.content == "back"
-    assert retried[0].status == 503 and "Service" in str(retried[0])
-
-
-async def test_an_answer_that_lingers_after_done_is_not_retried(llm: ScriptedLLM) -> None:
-    llm.reply("complete", linger=5)
-    started = time.monotonic()
-    response = await make_llm(llm, "auto", timeout=3.0).stream([{"role": "user", "content": "x"}])
-    assert response.content == "complete"
-    assert time.monotonic() - started < 2.5 and len(llm.requests) == 1
-
-
-async def test_netrc_credentials_do_not_clash_with_the_key(
-    llm: ScriptedLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    netrc = tmp_path / "netrc"
-    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
-    netrc.chmod(0o600)
-    monkeypatch.setenv("NETRC", str(netrc))
-    llm.reply("fine")
-    response = await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
-    assert response.content == "fine"
-    assert llm.headers[0]["Authorization"] == "Bearer test-key"

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from agent.budget import ContextBudget
 from agent.events import Collector
 from agent.loop import CANCELLED_RESULT, AgentLoop
-from agent.tools import Tool, build_registry
+from agent.tokens import TokenCounter
+from agent.tools import Tool, ToolContext, build_registry
 from agent.tools.registry import ToolRegistry
 from tests.llm_server import ScriptedLLM
 from tests.test_llm import make_llm
@@ -28,7 +30,7 @@ class Boom(Tool):
     description = "Always fails."
     parameters = {"type": "object", "properties": {}}
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         raise RuntimeError("kaboom")
 
 
@@ -37,7 +39,7 @@ class Sleepy(Tool):
     description = "Sleeps."
     parameters = {"type": "object", "properties": {"seconds": {"type": "number"}}}
 
-    async def execute(self, seconds: float = 10, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, seconds: float = 10, **kwargs: Any) -> str:
         await asyncio.sleep(seconds)
         return "rested"
 
@@ -58,11 +60,15 @@ def make_loop(
     async def on_message(message: dict[str, Any], usage: dict[str, int] | None) -> None:
         saved.append(message)
 
+    model = make_llm(llm)
     loop = AgentLoop(
-        llm=make_llm(llm),
+        llm=model,
         tools=registry(workspace, *extra),
         emit=events,
         max_iterations=max_iterations,
+        budget=ContextBudget(
+            window=llm.context_window, reserve=0, counter=TokenCounter(model.config.model)
+        ),
         on_message=on_message,
     )
     return loop, events, saved
@@ -139,7 +145,7 @@ async def test_iteration_cap_stops_the_turn(llm: ScriptedLLM, workspace: Path) -
         (("no_such_tool", {"x": 1}), "Error: unknown tool 'no_such_tool'"),
         (("read_file", '{"path": "a.txt"'), "Error: arguments for 'read_file' are not valid JSON"),
         (("read_file", {"offset": 3}), "Error: invalid arguments for 'read_file'"),
-        (("boom", {}), "Error: boom failed: RuntimeError: kaboom"),
+        (("boom", {}), "Error: boom failed unexpectedly (reference "),
     ],
     ids=["unknown-tool", "invalid-json", "schema-violation", "tool-raises"],
 )

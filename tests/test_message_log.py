@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from agent.message_log import MessageLog
+from agent.turn.message_log import MessageLog
 from sessions_app import services
 from sessions_app.models import Message, Run, Session
 from sessions_app.services import SessionDeleted

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from agent.tools import Limits, ToolRegistry, build_registry
+from agent.tools import Limits, ToolContext, ToolRegistry, build_registry
 from agent.tools import sandbox as sandbox_module
 from agent.tools.cgroups import find_parent
 from agent.tools.guards import Workspace
@@ -50,6 +50,9 @@ def planted_secret(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AGENT_API_KEY", SECRET)
     monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", SECRET)
     return SECRET
+
+
+OUTSIDE_A_TURN = ToolContext.detached()
 
 
 async def run(tools: ToolRegistry, command: str, **arguments: object) -> str:
@@ -178,9 +181,9 @@ def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
     script = (
         "import asyncio\n"
         "from agent.tools.guards import Workspace\n"
-        "from agent.tools.shell import ExecTool\n"
+        "from agent.tools import ExecTool, ToolContext\n"
         f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=60, env={{}})\n"
-        "asyncio.run(tool.execute(command='sleep 3061 & setsid sleep 3062 & wait'))\n"
+        "asyncio.run(tool.execute(ToolContext.detached(), command='sleep 3061 & setsid sleep 3062 & wait'))\n"
     )
     server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
     try:
@@ -294,7 +297,7 @@ async def test_the_network_is_off(tools: ToolRegistry, listener: int) -> None:
 @pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to connect")
 async def test_a_setting_turns_the_network_on(workspace: Path, listener: int) -> None:
     tool = ExecTool(Workspace(workspace), timeout=5, limits=Limits(network=True))
-    assert "connected" in await tool.execute(command=connect_command(listener))
+    assert "connected" in await tool.execute(OUTSIDE_A_TURN, command=connect_command(listener))
 
 
 @pytest.fixture
@@ -333,7 +336,7 @@ def test_with_a_sandbox_the_site_starts_quietly() -> None:
 
 async def test_without_the_restriction_exec_runs_unfenced(no_sandbox: None, workspace: Path):
     tool = ExecTool(Workspace(workspace, restrict=False), timeout=5, env={"PATH": os.defpath})
-    assert await tool.execute(command="echo unfenced") == "unfenced\nExit code: 0"
+    assert await tool.execute(OUTSIDE_A_TURN, command="echo unfenced") == "unfenced\nExit code: 0"
 
 
 RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
@@ -376,10 +379,10 @@ def _exec_as_nobody(workspace: Path, cwd: Path) -> None:
         "import asyncio\n"
         "from agent.tools.guards import Workspace\n"
         "from agent.tools.sandbox import Limits, find_sandbox\n"
-        "from agent.tools.shell import ExecTool\n"
+        "from agent.tools import ExecTool, ToolContext\n"
         "assert find_sandbox().cgroups is None\n"
         f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=5, limits=Limits(16), env={{}})\n"
-        "print(asyncio.run(tool.execute(command='id -un; f(){ f&f; }; f')))\n"
+        "print(asyncio.run(tool.execute(ToolContext.detached(), command='id -un; f(){ f&f; }; f')))\n"
     )
     site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
     done = subprocess.run(

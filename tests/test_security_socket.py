@@ -14,9 +14,9 @@ from django.db.models.signals import post_delete
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agent import consumers
-from agent.fanout import on_session_deleted
-from agent.jobs import fail_dead_runs
+from agent.doors import chat as consumers
+from agent.doors.worker import fail_dead_runs
+from agent.turn.fanout import on_session_deleted
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 from tests.ws import HOST, ORIGIN, communicator, open_chat, receive_until

@@ -47,7 +47,7 @@ def assert_site_page(response, status: int) -> None:
     assert response.status_code == status
     assert response["Content-Type"].startswith("text/html")
     body = response.content.decode()
-    assert "brand-name" in body and "/static/chat/chat.css" in body
+    assert "brand-name" in body and "/static/chat/base.css" in body
     assert_tells_nothing(body)
 
 
@@ -81,12 +81,12 @@ def test_a_body_over_the_upload_limit_is_a_json_400(
     api: APIClient, debug: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = json.dumps({"prompt": "x" * FIVE_MB})
-    with caplog.at_level(logging.WARNING, logger="agent.api.errors"):
+    with caplog.at_level(logging.WARNING, logger="agent.doors.api.errors"):
         response = api.post("/api/tasks", body, content_type="application/json")
     detail = assert_json_error(response, 400)["detail"]
     assert "too large" in detail
     # A client's mistake, not a server failure: no traceback in the log.
-    assert not [r for r in caplog.records if r.name == "agent.api.errors" and r.exc_info]
+    assert not [r for r in caplog.records if r.name == "agent.doors.api.errors" and r.exc_info]
 
 
 @pytest.mark.parametrize("path", UNKNOWN_API_PATHS)
@@ -111,12 +111,12 @@ def test_an_unexpected_error_in_an_api_view_is_a_json_500_logged_whole(
     def broken() -> None:
         raise RuntimeError(f"internal detail at {ROOT}/agent/secret.py")
 
-    monkeypatch.setattr("agent.api.views.tool_registry", broken)
-    with caplog.at_level(logging.ERROR, logger="agent.api.errors"):
+    monkeypatch.setattr("agent.doors.api.views.tool_registry", broken)
+    with caplog.at_level(logging.ERROR, logger="agent.doors.api.errors"):
         response = api.get("/api/tools")
     assert assert_json_error(response, 500) == {"detail": "Internal server error."}
     assert b"internal detail" not in response.content
-    logged = [r for r in caplog.records if r.name == "agent.api.errors" and r.exc_info]
+    logged = [r for r in caplog.records if r.name == "agent.doors.api.errors" and r.exc_info]
     assert logged and "internal detail" in str(logged[0].exc_info[1])
 
 
@@ -159,7 +159,7 @@ def test_a_server_error_is_a_plain_500_page(
     def broken() -> None:
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr("agent.views.agent_settings", broken)
+    monkeypatch.setattr("agent.doors.pages.agent_settings", broken)
     response = browser.get("/")
     assert_site_page(response, 500)
     assert b"internal detail" not in response.content
@@ -226,11 +226,12 @@ def test_live_pages_and_static_files(live_site: str) -> None:
 
         login = client.get("/accounts/login/")
         assert login.status_code == 200
-        stylesheet = re.search(r'<link rel="stylesheet" href="([^"]+)"', login.text)
-        assert stylesheet, login.text[:500]
-        css = client.get(stylesheet.group(1))
-        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
-        assert ".auth-card" in css.text
+        stylesheets = re.findall(r'<link rel="stylesheet" href="([^"]+)"', login.text)
+        assert stylesheets, login.text[:500]
+        sheets = [client.get(href) for href in stylesheets]
+        for css in sheets:
+            assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        assert any(".auth-card" in css.text for css in sheets)
 
         # The login page set the CSRF cookie, so the check reads the oversized form itself.
         token = client.cookies["csrftoken"]
@@ -332,22 +333,31 @@ def test_serve_refuses_a_taken_port_at_once(serve_env: tuple[dict[str, str], str
     assert not survivors, survivors
 
 
-@needs_proc
-def test_serve_stops_every_process_it_started_on_sigterm(
+@pytest.fixture
+def serving(
     serve_env: tuple[dict[str, str], str], tmp_path: Path
-) -> None:
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """`manage.py serve` with its worker up: the process, its mark and its log."""
     env, mark = serve_env
     port = free_port()
     log = tmp_path / "serve.log"
     serve = start_serve(env, port, log)
     try:
         wait_for_worker(serve, port, mark)
-        assert any("daphne" in cmd for cmd in marked_processes(mark).values())
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
+        yield serve, mark, log
     finally:
         if serve.poll() is None:
             serve.kill()
+
+
+@needs_proc
+def test_serve_stops_every_process_it_started_on_sigterm(
+    serving: tuple[subprocess.Popen[bytes], str, Path],
+) -> None:
+    serve, mark, log = serving
+    assert any("daphne" in cmd for cmd in marked_processes(mark).values())
+    serve.send_signal(signal.SIGTERM)
+    serve.wait(timeout=60)
     wait_until(lambda: not marked_processes(mark), 15, lambda: f"left: {marked_processes(mark)}")
     assert serve.returncode == 0, log.read_text()[-4000:]
     # Each stopped in order when asked, without waiting out the grace period for SIGKILL.
@@ -356,25 +366,17 @@ def test_serve_stops_every_process_it_started_on_sigterm(
 
 @needs_proc
 def test_serve_stops_the_workers_processes_when_the_worker_dies(
-    serve_env: tuple[dict[str, str], str], tmp_path: Path
+    serving: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
-    env, mark = serve_env
-    port = free_port()
-    log = tmp_path / "serve.log"
-    serve = start_serve(env, port, log)
-    try:
-        wait_for_worker(serve, port, mark)
-        # The worker serve started leads its own process group; kill it alone, as a crash
-        # would, leaving its processes to whoever stops the group.
-        [leader] = [
-            pid
-            for pid, cmd in marked_processes(mark).items()
-            if "qcluster" in cmd and os.getpgid(pid) == pid
-        ]
-        os.kill(leader, signal.SIGKILL)
-        serve.wait(timeout=60)
-    finally:
-        if serve.poll() is None:
-            serve.kill()
+    serve, mark, log = serving
+    # The worker serve started leads its own process group; kill it alone, as a crash
+    # would, leaving its processes to whoever stops the group.
+    [leader] = [
+        pid
+        for pid, cmd in marked_processes(mark).items()
+        if "qcluster" in cmd and os.getpgid(pid) == pid
+    ]
+    os.kill(leader, signal.SIGKILL)
+    serve.wait(timeout=60)
     wait_until(lambda: not marked_processes(mark), 15, lambda: f"left: {marked_processes(mark)}")
     assert serve.returncode != 0, log.read_text()[-4000:]

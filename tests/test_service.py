@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from asgiref.sync import sync_to_async
 
-from agent.errors import InvalidInput, ModelNotConfigured
 from agent.events import Collector
-from agent.service import run_turn
+from agent.turn.errors import InvalidInput, ModelNotConfigured
+from agent.turn.service import run_turn
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 
@@ -215,7 +215,7 @@ async def test_a_second_stop_still_saves_everything_before_the_next_turn(
 ) -> None:
     # Slow writes (a busy database) keep the stopped turn's messages queued while a second
     # stop arrives; the next turn must still find every one of them, in order.
-    from agent import message_log
+    from agent.turn import message_log
 
     write = message_log.store.add_message
 
@@ -302,7 +302,7 @@ async def test_session_title_comes_from_the_first_message(llm: ScriptedLLM) -> N
 
 
 async def test_the_run_watcher_goes_once_no_turn_is_left(llm: ScriptedLLM) -> None:
-    from agent import watch
+    from agent.turn import watch
 
     llm.reply("done")
     await run_turn("cli:watch", "hi", channel="cli")

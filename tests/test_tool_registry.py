@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.tools import Tool, ToolError, ToolRegistry, build_registry
+from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, build_registry
 
 
 class EchoTool(Tool):
@@ -30,7 +31,7 @@ class EchoTool(Tool):
         "additionalProperties": False,
     }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         text = kwargs["text"] * kwargs.get("times", 1)
         if kwargs.get("opts", {}).get("upper"):
             text = text.upper()
@@ -41,7 +42,7 @@ class NoArgsTool(Tool):
     name = "ping"
     description = "Say pong."
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         return "pong"
 
 
@@ -49,7 +50,7 @@ class BoomTool(Tool):
     name = "boom"
     description = "Always fails."
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         raise ValueError("bad things")
 
 
@@ -57,7 +58,7 @@ class PoliteFailureTool(Tool):
     name = "polite"
     description = "Fails with a ToolError."
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         raise ToolError("the thing is missing")
 
 
@@ -65,7 +66,7 @@ class CancelTool(Tool):
     name = "cancel"
     description = "Raises CancelledError."
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         raise asyncio.CancelledError
 
 
@@ -76,7 +77,7 @@ class SlowTool(Tool):
     def __init__(self) -> None:
         self.started = asyncio.Event()
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         self.started.set()
         await asyncio.sleep(30)
         return "done"
@@ -86,7 +87,7 @@ class NumberTool(Tool):
     name = "number"
     description = "Returns a non-string."
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         return 42  # type: ignore[return-value]
 
 
@@ -214,13 +215,32 @@ async def test_validators_are_cached(registry: ToolRegistry) -> None:
     assert registry._validators["echo"] is validator
 
 
-async def test_a_raising_tool_becomes_error_text(
+async def test_a_raising_tool_becomes_error_text_with_a_reference_to_the_log(
     registry: ToolRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.ERROR, logger="agent.tools.registry"):
         result = await registry.execute("boom", {})
-    assert result == "Error: boom failed: ValueError: bad things"
-    assert any(record.exc_info for record in caplog.records)
+    match = re.fullmatch(
+        r"Error: boom failed unexpectedly \(reference (\w+)\); try another way\.", result
+    )
+    assert match, result
+    assert "bad things" not in result  # the exception's text stays in the log
+    [record] = [r for r in caplog.records if r.exc_info]
+    assert match[1] in record.getMessage()
+    assert "bad things" in caplog.text
+
+
+async def test_a_system_error_tells_the_reason_but_not_the_path(tmp_path: Path) -> None:
+    class Opener(Tool):
+        name = "opener"
+
+        async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
+            return (tmp_path / "server-only" / "missing").read_text()
+
+    registry = ToolRegistry()
+    registry.register(Opener())
+    result = await registry.execute("opener", {})
+    assert result == "Error: opener failed: No such file or directory"
 
 
 async def test_a_tool_error_becomes_plain_error_text(registry: ToolRegistry) -> None:
@@ -272,6 +292,7 @@ def test_build_registry_has_the_contract_tools(tmp_path: Path) -> None:
         "list_dir",
         "glob",
         "exec",
+        "read_skill",
     ]
     assert (tmp_path / "ws").is_dir()
     params = {d["function"]["name"]: d["function"]["parameters"] for d in registry.definitions()}

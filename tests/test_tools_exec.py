@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools import ToolRegistry, Workspace, build_registry
+from agent.tools import ToolContext, ToolRegistry, Workspace, build_registry
 from agent.tools.shell import ExecTool
 
 
@@ -140,7 +140,7 @@ async def test_cancellation_kills_every_process(fenced_or_not: ToolRegistry) -> 
 async def test_timeout_is_clamped_to_the_configured_maximum(ws: Path) -> None:
     tool = ExecTool(Workspace(ws), timeout=1)
     started = time.monotonic()
-    result = await tool.execute(command="sleep 30", timeout=1000)
+    result = await tool.execute(ToolContext.detached(), command="sleep 30", timeout=1000)
     assert result.startswith("Error: command timed out after 1 seconds")
     assert time.monotonic() - started < 5
 
@@ -148,7 +148,8 @@ async def test_timeout_is_clamped_to_the_configured_maximum(ws: Path) -> None:
 async def test_output_is_capped_in_the_middle(ws: Path) -> None:
     tool = ExecTool(Workspace(ws), timeout=5, output_limit=1000)
     result = await tool.execute(
-        command="echo START; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END"
+        ToolContext.detached(),
+        command="echo START; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END",
     )
     assert result.startswith("START")
     assert result.endswith("END\nExit code: 0")
@@ -158,7 +159,9 @@ async def test_output_is_capped_in_the_middle(ws: Path) -> None:
 
 async def test_stderr_is_capped_too(ws: Path) -> None:
     tool = ExecTool(Workspace(ws), timeout=5, output_limit=1000)
-    result = await tool.execute(command="head -c 100000 /dev/zero | tr '\\0' e >&2")
+    result = await tool.execute(
+        ToolContext.detached(), command="head -c 100000 /dev/zero | tr '\\0' e >&2"
+    )
     assert result.startswith("STDERR:\neee")
     assert "cut from the middle" in result
     assert len(result) < 2000
@@ -185,13 +188,15 @@ async def test_empty_command(tools: ToolRegistry) -> None:
 async def test_unfenced_commands_get_the_env_they_are_given(ws: Path) -> None:
     workspace = Workspace(ws, restrict=False)
     tool = ExecTool(workspace, timeout=5, env={"PATH": os.defpath, "ONLY_THIS": "yes"})
-    result = await tool.execute(command="echo $ONLY_THIS; echo ${HOME:-unset}")
+    result = await tool.execute(
+        ToolContext.detached(), command="echo $ONLY_THIS; echo ${HOME:-unset}"
+    )
     assert result == "yes\nunset\nExit code: 0"
 
 
 async def test_workspace_is_created_when_missing(tmp_path: Path) -> None:
     tool = ExecTool(Workspace(tmp_path / "fresh"), timeout=5)
-    assert (await tool.execute(command="pwd")).endswith("Exit code: 0")
+    assert (await tool.execute(ToolContext.detached(), command="pwd")).endswith("Exit code: 0")
     assert (tmp_path / "fresh").is_dir()
 
 
@@ -200,7 +205,7 @@ async def test_cancel_while_the_process_starts_does_not_wait_for_it(
     tmp_path: Path, yields: int
 ) -> None:
     tool = ExecTool(Workspace(tmp_path), timeout=30)
-    task = asyncio.create_task(tool.execute(command="sleep 30"))
+    task = asyncio.create_task(tool.execute(ToolContext.detached(), command="sleep 30"))
     for _ in range(yields):  # land the cancel at different points of the start-up
         await asyncio.sleep(0)
     task.cancel()

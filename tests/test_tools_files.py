@@ -273,6 +273,42 @@ async def test_glob(tools: ToolRegistry, ws: Path) -> None:
     assert await tools.execute("glob", {"pattern": "[Rb]*"}) == "README.md\nb.txt"
 
 
+async def test_glob_pattern_semantics(tools: ToolRegistry, ws: Path) -> None:
+    (ws / "a" / "b" / "c").mkdir(parents=True)
+    for name in ("top.py", "x.txt", "xy.txt", ".env", "a/.hidden.py", "a/b/c/deep.py", "a/b/n"):
+        (ws / name).write_text("")
+
+    async def glob(pattern: str) -> list[str]:
+        result = await tools.execute("glob", {"pattern": pattern})
+        return [] if result.startswith("No files match") else result.splitlines()
+
+    # ** spans any depth, none included, and enters dot-named folders and files.
+    assert await glob("**/*.py") == ["a/.hidden.py", "a/b/c/deep.py", "top.py"]
+    assert await glob("a/**/*.py") == ["a/.hidden.py", "a/b/c/deep.py"]
+    assert await glob("a/**") == ["a/.hidden.py", "a/b/", "a/b/c/", "a/b/c/deep.py", "a/b/n"]
+    # * and ? never cross "/", and only ** as a whole segment spans folders.
+    assert await glob("*") == [".env", "a/", "top.py", "x.txt", "xy.txt"]
+    assert await glob("a/*") == ["a/.hidden.py", "a/b/"]
+    assert await glob("?.txt") == ["x.txt"]
+    assert await glob("a?b") == []
+    assert await glob("a**n") == []
+    # Classes, negated classes (which never match "/" either) and dot-files.
+    assert await glob("[!a]*") == [".env", "top.py", "x.txt", "xy.txt"]
+    assert await glob("[xy]?.txt") == ["xy.txt"]
+    assert await glob("a[!x]b") == []
+    assert await glob(".*") == [".env"]
+    # Matching is case-sensitive; braces are plain characters.
+    assert await glob("*.PY") == []
+    assert await glob("{top,x}.py") == []
+
+
+async def test_glob_backslash_escapes_a_wildcard(tools: ToolRegistry, ws: Path) -> None:
+    for name in ("q?.txt", "qa.txt", "q\\a.txt"):
+        (ws / name).write_text("")
+    assert await tools.execute("glob", {"pattern": "q\\?.txt"}) == "q?.txt"
+    assert await tools.execute("glob", {"pattern": "q?.txt"}) == "q?.txt\nqa.txt"
+
+
 async def test_glob_can_search_a_noise_dir_when_asked(tools: ToolRegistry, ws: Path) -> None:
     _make_tree(ws)
     assert await tools.execute("glob", {"pattern": ".git/*"}) == ".git/junk.py"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from agent.tools.base import Tool, ToolError
+from agent.tools.base import Deliver, Tool, ToolContext, ToolError
 from agent.tools.files import (
     AppendFileTool,
     EditFileTool,
@@ -16,14 +16,16 @@ from agent.tools.files import (
     WriteFileTool,
 )
 from agent.tools.guards import GuardError, Workspace, cap_output, check_command
-from agent.tools.registry import ToolRegistry
+from agent.tools.registry import ToolRegistry, TurnTools
 from agent.tools.sandbox import Limits
 from agent.tools.shell import ExecTool
+from agent.tools.skills import ReadSkillTool
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "AppendFileTool",
+    "Deliver",
     "EditFileTool",
     "ExecTool",
     "GlobTool",
@@ -31,9 +33,12 @@ __all__ = [
     "Limits",
     "ListDirTool",
     "ReadFileTool",
+    "ReadSkillTool",
     "Tool",
+    "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "TurnTools",
     "Workspace",
     "WriteFileTool",
     "build_registry",
@@ -49,8 +54,10 @@ def build_registry(
     exec_timeout: int = 60,
     exec_env: Mapping[str, str] | None = None,
     exec_limits: Limits | None = None,
+    extra: Iterable[Tool] = (),
 ) -> ToolRegistry:
-    """A registry with the file tools and ``exec``, all fenced to ``workspace``.
+    """A registry with the file tools and ``exec``, all fenced to ``workspace``, then the
+    ``extra`` tools (one of the same name replaces a built-in one).
 
     ``exec_env`` is the environment shell commands start from; None inherits the server's,
     so pass a scrubbed mapping when the server's environment holds secrets. ``exec_limits``
@@ -67,6 +74,8 @@ def build_registry(
         ListDirTool(ws),
         GlobTool(ws),
         ExecTool(ws, timeout=exec_timeout, env=exec_env, limits=exec_limits),
+        ReadSkillTool(ws.root, exec_env if exec_env is not None else {}),
+        *extra,
     ):
         registry.register(tool)
     return registry

@@ -1,10 +1,13 @@
-"""The tool interface: a named, JSON-schema-described async callable that returns text."""
+"""The tool interface: a named, JSON-schema-described async callable that returns text,
+and the per-turn context the registry hands it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -13,16 +16,53 @@ class ToolError(Exception):
     """A failure the model should read as plain text.
 
     Tools raise it for expected problems (missing file, bad path); the registry turns it
-    into ``"Error: <message>"`` instead of the traceback-flavoured text used for bugs.
+    into ``"Error: <message>"`` instead of the reference-only text used for bugs.
     """
+
+
+class Deliver(Protocol):
+    """Sends a message from the agent to a conversation of the turn's owner."""
+
+    async def __call__(self, content: str, *, session_key: str | None = None) -> None:
+        """Deliver ``content`` to ``session_key`` (the turn's own session when None)."""
+
+
+async def _undeliverable(content: str, *, session_key: str | None = None) -> None:
+    raise ToolError("this turn has nowhere to deliver messages")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """The turn a tool call runs in. Frozen and made per turn: concurrent turns never share
+    one, so a tool never has to guess whose call it is serving.
+
+    ``cancelled`` is set when the turn is stopped or over; work a tool started outside the
+    turn's own task (a background job, a shared client's request) should end with it.
+    """
+
+    session_key: str
+    channel: str
+    run_id: str = ""
+    owner_id: int | None = None
+    deliver: Deliver = _undeliverable
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    def detached(cls, channel: str = "direct") -> ToolContext:
+        """A context for calling tools outside any turn (scripts, tests, benchmarks)."""
+        return cls(session_key=f"{channel}:detached", channel=channel)
 
 
 class Tool(ABC):
     """Base class for every tool the model can call.
 
     Subclasses set ``name``, ``description`` and ``parameters`` (a JSON schema of type
-    object) and implement ``execute``. ``execute`` gets the already validated arguments as
-    keyword arguments and returns the text the model will see.
+    object) and implement ``execute``. ``execute`` gets the turn's ``ToolContext`` first
+    (positional, so no argument name of the model's can clash with it), then the already
+    validated arguments as keyword arguments, and returns the text the model will see.
+
+    One instance serves every turn of the process: keep per-call state in locals and
+    per-turn facts in the context, never on ``self``.
     """
 
     name: str = ""
@@ -30,7 +70,7 @@ class Tool(ABC):
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
 
     @abstractmethod
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         """Run the tool and return its result as text."""
 
     def definition(self) -> dict[str, Any]:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.tools.base import Tool, ToolError
-from agent.tools.guards import Workspace, is_noise_dir
+from wcmatch import glob as wcglob
 
-logger = logging.getLogger(__name__)
+from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.guards import Workspace, is_noise_dir
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -22,6 +21,9 @@ MAX_READ_CHARS = 100_000
 COUNT_LINES_UP_TO_BYTES = 5 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 500
+# "*", "?" and [...] stop at "/"; a "**" segment spans any depth, none included; dot-files
+# match like other names; case always counts. Braces, extglobs and a leading "!" are literal.
+GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTMATCH | wcglob.CASE | wcglob.FORCEUNIX
 
 
 class _WorkspaceTool(Tool):
@@ -101,7 +103,7 @@ class ReadFileTool(_WorkspaceTool):
         "additionalProperties": False,
     }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         offset: int = kwargs.get("offset") or 1
         limit: int = kwargs.get("limit") or DEFAULT_READ_LINES
@@ -170,7 +172,7 @@ class WriteFileTool(_WorkspaceTool):
         "additionalProperties": False,
     }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
         target = self._writable_file(path)
@@ -194,7 +196,7 @@ class AppendFileTool(_WorkspaceTool):
         "additionalProperties": False,
     }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
         target = self._writable_file(path)
@@ -229,7 +231,7 @@ class EditFileTool(_WorkspaceTool):
         "additionalProperties": False,
     }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         old: str = kwargs["old_text"]
         new: str = kwargs["new_text"]
@@ -298,7 +300,7 @@ class ListDirTool(_WorkspaceTool):
         super().__init__(workspace)
         self.max_entries = max_entries
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs.get("path") or "."
         recursive: bool = kwargs.get("recursive", False)
         target = self.workspace.resolve(path)
@@ -330,41 +332,10 @@ class ListDirTool(_WorkspaceTool):
 
 
 def _capped_listing(entries: list[str], cap: int, noun: str) -> str:
-    shown = entries[:cap]
-    text = "\n".join(shown)
+    text = "\n".join(entries[:cap])
     if len(entries) > cap:
         text += f"\n\n[{len(entries) - cap} more {noun} not shown; showing the first {cap}.]"
     return text
-
-
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob with ``**`` (any depth), ``*``, ``?`` and ``[...]`` to a regex."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append(r"(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(r".*")
-            i += 2
-        elif ch == "*":
-            out.append(r"[^/]*")
-            i += 1
-        elif ch == "?":
-            out.append(r"[^/]")
-            i += 1
-        elif ch == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end]
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(ch))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 class GlobTool(_WorkspaceTool):
@@ -387,7 +358,7 @@ class GlobTool(_WorkspaceTool):
         super().__init__(workspace)
         self.max_results = max_results
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         pattern: str = kwargs["pattern"].strip()
         path: str = kwargs.get("path") or "."
         if not pattern:
@@ -404,7 +375,7 @@ class GlobTool(_WorkspaceTool):
 
     def _glob(self, base: Path, pattern: str) -> list[str]:
         pattern = pattern.removeprefix("./").rstrip("/") or "*"
-        regex = glob_to_regex(pattern)
+        matcher = wcglob.compile(pattern, flags=GLOB_FLAGS)
         segments = pattern.split("/")
         # Without ** a pattern can't match deeper than its own segment count.
         max_depth = None if "**" in pattern else len(segments)
@@ -413,21 +384,16 @@ class GlobTool(_WorkspaceTool):
         matches: list[str] = []
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
             rel = Path(dirpath).relative_to(base)
-            depth = 0 if rel == Path(".") else len(rel.parts)
             dirnames[:] = [d for d in dirnames if d in wanted or not is_noise_dir(d)]
-            if max_depth is not None and depth + 1 >= max_depth:
-                keep_walking: list[str] = []
-            else:
-                keep_walking = dirnames
             for name, is_dir in [(d, True) for d in dirnames] + [(f, False) for f in filenames]:
                 relpath = (rel / name).as_posix()
-                if not regex.match(relpath):
+                if not matcher.match(relpath):
                     continue
-                # The walk never enters symlinked folders, so only a link itself can
-                # point outside; it is listed only when its target stays inside the fence.
+                # Links are never walked into, so only a link itself may point outside.
                 entry = Path(dirpath) / name
                 if entry.is_symlink() and not self.workspace.allows(entry):
                     continue
                 matches.append(relpath + "/" if is_dir else relpath)
-            dirnames[:] = keep_walking
+            if max_depth is not None and len(rel.parts) + 1 >= max_depth:
+                dirnames.clear()
         return sorted(matches)

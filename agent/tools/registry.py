@@ -1,4 +1,9 @@
-"""The tool registry: looks tools up, validates arguments, and never raises into the loop."""
+"""The tool registry: looks tools up, validates arguments, and never raises into the loop.
+
+A `ToolRegistry` lives as long as its process: its tools, their schemas' validators and
+any long-lived clients they hold are made once. Each turn sees it through `TurnTools`,
+which binds the turn's frozen `ToolContext` to every call.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from agent.tools.base import Tool, ToolError
+from agent import failures
+from agent.tools.base import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -16,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 class ToolRegistry:
-    """Holds the tools of one agent and runs them by name.
+    """Holds the tools of the process and runs them by name.
 
     ``execute`` always returns text: every failure comes back as a string starting with
     ``"Error"`` so the model can read it and try again. Only ``asyncio.CancelledError``
@@ -72,8 +78,15 @@ class ToolRegistry:
             validator = self._validators[tool.name] = _validator_for(tool.parameters)
         return validator
 
-    async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str:
-        """Run tool ``name`` with ``arguments`` (a dict or a JSON object string)."""
+    def for_turn(self, ctx: ToolContext) -> TurnTools:
+        """The registry as the turn of ``ctx`` sees it."""
+        return TurnTools(self, ctx)
+
+    async def execute(
+        self, name: str, arguments: dict[str, Any] | str | None, ctx: ToolContext | None = None
+    ) -> str:
+        """Run tool ``name`` with ``arguments`` (a dict or a JSON object string) in the turn
+        of ``ctx``; without one, outside any turn."""
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "(none)"
@@ -97,18 +110,41 @@ class ToolRegistry:
             return f"Error: invalid arguments for '{name}': {where}: {error.message}"
 
         try:
-            result = await tool.execute(**args)
+            result = await tool.execute(ctx or ToolContext.detached(), **args)
         except asyncio.CancelledError:
             raise
         except ToolError as exc:
             return _error_text(str(exc))
-        except Exception as exc:
-            logger.exception("tool %r failed", name)
-            return f"Error: {name} failed: {type(exc).__name__}: {exc}"
+        except OSError as exc:
+            # The system's reason is the model's to act on; the file name may be a path of
+            # the server's, outside the workspace, and stays in the log.
+            logger.warning("tool %r: %s", name, exc)
+            return f"Error: {name} failed: {exc.strerror or type(exc).__name__}"
+        except Exception:
+            ref = failures.log_failure(logger, "tool %r failed", name)
+            return f"Error: {name} failed unexpectedly (reference {ref}); try another way."
 
         if not isinstance(result, str):
             result = "" if result is None else str(result)
         return result
+
+
+class TurnTools:
+    """One turn's view of the registry: the same tools, each call made in the turn's
+    context. Made per turn and cheap; the registry's caches are shared."""
+
+    def __init__(self, registry: ToolRegistry, ctx: ToolContext) -> None:
+        self.registry = registry
+        self.ctx = ctx
+
+    def names(self) -> list[str]:
+        return self.registry.names()
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return self.registry.definitions()
+
+    async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str:
+        return await self.registry.execute(name, arguments, self.ctx)
 
 
 def _parse_arguments(arguments: dict[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
@@ -135,8 +171,8 @@ def _error_text(message: str) -> str:
     return message if message.startswith("Error") else f"Error: {message}"
 
 
-# Registries are built per turn; checking a schema costs milliseconds, so a validator is
-# made once per distinct schema and process.
+# Checking a schema costs milliseconds and tests build many registries: a validator is made
+# once per distinct schema and process.
 _validators: dict[str, Draft202012Validator] = {}
 
 

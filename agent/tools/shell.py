@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agent.tools.base import Tool, ToolError
+from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.guards import Workspace, cap_output, check_command, cut_note
 from agent.tools.sandbox import INSTALL_HINT, Launch, Limits, SandboxUnavailable, find_sandbox
 
@@ -155,7 +155,7 @@ class ExecTool(Tool):
             "additionalProperties": False,
         }
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         command: str = kwargs["command"]
         if not command.strip():
             raise ToolError("command must not be empty")

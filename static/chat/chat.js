@@ -1,52 +1,40 @@
-// The chat page: WebSocket connection, composer, routing between chats, header.
+// The chat page: wires the socket, the frames, the conversation, the composer and the sidebar
+// together; keeps the header, the connection badge and the outbox, and routes between chats.
 // Template values come from data-* attributes on <body> (see templates/chat.html).
 
-import { el, icon, newChatId, CHAT_ID_RE, contentText } from "./util.js";
+import { el, icon, newChatId } from "./util.js";
 import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
+import { ChatSocket } from "./socket.js";
+import { Composer } from "./composer.js";
+import { Drawer } from "./drawer.js";
+import { Frames } from "./frames.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
 const config = {
-  chatId: data.chatId || "",
+  // A chat is addressed by its path segment: a web chat id, or `api:<id>` for an API session.
+  chat: data.chatId || "",
+  // The server's rule for that segment (sessions_app/keys.py), not a copy that could drift.
+  chatRe: new RegExp(`^(?:${data.chatPattern})$`),
   wsPrefix: data.wsPathPrefix || "/ws/chat/",
   defaultModel: data.defaultModel || "",
   loginUrl: data.loginUrl || "/accounts/login/",
   sessionsUrl: (data.sessionsUrl || "/api/sessions").replace(/\/+$/, ""),
 };
 
-const BACKOFF_MIN = 500;
-const BACKOFF_MAX = 10000;
-const FATAL_CLOSE = {
-  4404: "This chat was not found.",
-  4410: "This chat was deleted.",
-};
-
 const dom = {
-  composer: $("composer"),
-  form: $("composer-form"),
-  send: $("send"),
-  sendLabel: $("send-label"),
-  hint: $("composer-hint"),
   title: $("chat-title"),
   model: $("model-name"),
   conn: $("conn-status"),
   notices: $("notices"),
-  menu: $("menu"),
-  backdrop: $("backdrop"),
   fatal: $("fatal"),
 };
 
 const state = {
-  chatId: "",
-  socket: null,
-  attempt: 0,
-  reconnectTimer: 0,
+  chat: "",
   connectingTimer: 0,
-  fatal: false,
   model: "",
-  lastFrame: "",
-  stopTimer: 0,
   refreshTimer: 0,
   outbox: [], // messages written while the socket was (re)connecting; sent on `history`
   outboxNotice: null,
@@ -62,26 +50,68 @@ const conv = new Conversation({
   jump: $("jump"),
 });
 
+const drawer = new Drawer({
+  sidebar: $("sidebar"),
+  menu: $("menu"),
+  close: $("close-sidebar"),
+  backdrop: $("backdrop"),
+});
+
 const sidebar = new Sidebar({
   list: $("session-list"),
   empty: $("session-empty"),
   url: config.sessionsUrl,
-  onSelect: (chatId) => {
-    closeSidebar();
-    switchChat(chatId);
+  isChat: (chat) => config.chatRe.test(chat),
+  onSelect: (chat) => {
+    drawer.close();
+    switchChat(chat);
   },
   onDeleted: (session) => {
-    if (session.chat_id === state.chatId) {
+    if (session.chat === state.chat) {
       const next = sidebar.sessions[0];
-      switchChat(next ? next.chat_id : newChatId());
+      switchChat(next ? next.chat : newChatId());
     }
   },
   onChange: () => {
-    const session = sidebar.find(state.chatId);
+    const session = sidebar.find(state.chat);
     if (session && session.model) state.model = session.model;
     updateHeader();
   },
   onError: (message) => notice(message),
+});
+
+const socket = new ChatSocket({
+  prefix: config.wsPrefix,
+  onFrame: (frame) => frames.handle(frame),
+  onStatus: (status) => setConn(status),
+  onFatal: (message) => setFatal(message),
+  onLoginLost: () => goLogin(),
+  onFailing: () => {
+    sidebar.refresh().catch((error) => {
+      if (error && (error.status === 401 || error.status === 403)) goLogin();
+    });
+  },
+  onError: (message) => notice(message),
+});
+
+const composer = new Composer(
+  {
+    form: $("composer-form"),
+    input: $("composer"),
+    send: $("send"),
+    sendLabel: $("send-label"),
+    hint: $("composer-hint"),
+  },
+  { onSubmit: submitMessage, onStop: stopTurn },
+);
+
+const frames = new Frames({
+  conv,
+  composer,
+  setRunning,
+  onHistory,
+  notice,
+  refreshSoon: () => scheduleSidebarRefresh(),
 });
 
 // ---- helpers ------------------------------------------------------------
@@ -91,10 +121,15 @@ function goLogin() {
   location.assign(`${config.loginUrl}?next=${encodeURIComponent(next)}`);
 }
 
-function chatIdFromPath() {
+function chatFromPath() {
   const match = location.pathname.match(/^\/c\/([^/]+)\/?$/);
-  const id = match ? decodeURIComponent(match[1]) : "";
-  return CHAT_ID_RE.test(id) ? id : "";
+  let chat = "";
+  try {
+    chat = match ? decodeURIComponent(match[1]) : "";
+  } catch {
+    /* a malformed escape: no chat */
+  }
+  return config.chatRe.test(chat) ? chat : "";
 }
 
 function notice(message, kind = "error") {
@@ -102,7 +137,7 @@ function notice(message, kind = "error") {
   const node = el("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, el("span", { class: "notice-text", text: message }), close);
   close.addEventListener("click", () => {
     node.remove();
-    dom.composer.focus();
+    composer.focus();
   });
   dom.notices.append(node);
   while (dom.notices.childElementCount > 3) dom.notices.firstElementChild.remove();
@@ -110,7 +145,7 @@ function notice(message, kind = "error") {
 }
 
 function updateHeader() {
-  const session = sidebar.find(state.chatId);
+  const session = sidebar.find(state.chat);
   const title = (session && session.title) || (session ? "Untitled chat" : "New chat");
   dom.title.textContent = title;
   dom.title.title = title;
@@ -151,242 +186,38 @@ function setConn(status) {
   }
 }
 
-function setSendState(running) {
-  const mode = running ? "stop" : "send";
-  if (dom.send.dataset.state === mode && !dom.send.disabled) return;
-  clearTimeout(state.stopTimer);
-  dom.send.dataset.state = mode;
-  dom.send.disabled = false;
-  dom.send.setAttribute("aria-label", running ? "Stop the running turn" : "Send message");
-  dom.sendLabel.textContent = running ? "Stop" : "Send";
-}
-
 function setRunning(running, runId) {
   conv.setRunning(running, runId);
-  setSendState(running);
+  composer.setRunning(running);
 }
 
 function setFatal(message) {
   setRunning(false);
-  state.fatal = true;
   conv.reset();
   dom.fatal.textContent = message;
   dom.fatal.hidden = false;
-  dom.composer.disabled = true;
-  dom.send.disabled = true;
+  composer.lock();
   clearTimeout(state.connectingTimer);
   dom.conn.hidden = true;
 }
 
-// ---- WebSocket ----------------------------------------------------------
+// ---- the history of a chat, on (re)connecting ----------------------------
 
-function socketUrl(chatId) {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  return `${scheme}://${location.host}${config.wsPrefix}${chatId}/`;
+function onHistory(f) {
+  // (the socket has already marked the connection open)
+  if (f.model) state.model = f.model;
+  conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
+  setRunning(Boolean(f.running), f.run_id);
+  updateHeader();
+  flushOutbox();
 }
 
-function connect() {
-  clearTimeout(state.reconnectTimer);
-  if (!state.chatId || state.fatal || state.socket) return;
-  setConn(state.attempt ? "reconnecting" : "connecting");
-  let ws;
-  try {
-    ws = new WebSocket(socketUrl(state.chatId));
-  } catch (error) {
-    notice(`Cannot open the connection: ${error.message}`);
-    return;
-  }
-  state.socket = ws;
-  let opened = false;
-  ws.addEventListener("open", () => {
-    opened = true;
-  });
-  ws.addEventListener("message", (event) => {
-    if (ws !== state.socket) return;
-    let frame;
-    try {
-      frame = JSON.parse(event.data);
-    } catch {
-      return;
-    }
-    if (frame && typeof frame.type === "string") handleFrame(frame);
-  });
-  ws.addEventListener("close", (event) => {
-    if (ws !== state.socket) return; // a socket we replaced on purpose
-    state.socket = null;
-    onClose(event, opened);
-  });
-}
-
-function disconnect() {
-  const ws = state.socket;
-  state.socket = null;
-  clearTimeout(state.reconnectTimer);
-  if (ws && ws.readyState <= WebSocket.OPEN) ws.close(1000);
-}
-
-function onClose(event, opened) {
-  if (event.code === 4401) {
-    goLogin();
-    return;
-  }
-  if (FATAL_CLOSE[event.code]) {
-    setFatal(FATAL_CLOSE[event.code]);
-    return;
-  }
-  const delay = Math.min(BACKOFF_MIN * 2 ** state.attempt, BACKOFF_MAX);
-  state.attempt += 1;
-  setConn("reconnecting");
-  state.reconnectTimer = setTimeout(connect, delay);
-  // A handshake that keeps failing may mean the login expired: ask the API.
-  if (!opened && state.attempt >= 2) {
-    sidebar.refresh().catch((error) => {
-      if (error && (error.status === 401 || error.status === 403)) goLogin();
-    });
-  }
-}
-
-function send(frame) {
-  const ws = state.socket;
-  if (!ws || ws.readyState !== WebSocket.OPEN) return false;
-  ws.send(JSON.stringify(frame));
-  return true;
-}
-
-// ---- frames from the server ---------------------------------------------
-
-function handleFrame(f) {
-  switch (f.type) {
-    case "history":
-      state.attempt = 0;
-      setConn("open");
-      if (f.model) state.model = f.model;
-      conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
-      setRunning(Boolean(f.running), f.run_id);
-      updateHeader();
-      flushOutbox();
-      break;
-    case "thinking_started":
-      setRunning(true, f.run_id);
-      break;
-    case "stream_start":
-      conv.streamStart(f.msg_id);
-      break;
-    case "stream_chunk":
-      conv.streamChunk(f.msg_id, typeof f.content === "string" ? f.content : contentText(f.content));
-      break;
-    case "stream_end":
-      conv.streamEnd(f.msg_id, Boolean(f.discarded));
-      break;
-    case "thinking":
-      conv.setNote(contentText(f.content), state.lastFrame === "thinking");
-      break;
-    case "tool_call":
-      conv.toolCall(f.id, f.name, f.arguments);
-      break;
-    case "tool_result":
-      conv.toolResult(f.id, f.name, f.result, f.duration_ms);
-      break;
-    case "thinking_finished":
-      setRunning(false);
-      scheduleSidebarRefresh();
-      break;
-    case "message":
-      onMessage(f);
-      break;
-    case "error":
-      if (f.refused) restoreRefused();
-      notice(contentText(f.message) || "Something went wrong.");
-      break;
-    case "subagent_spawned":
-      conv.addSystem(`Sub-agent ${label(f)} started.`, "subagent");
-      break;
-    case "subagent_completed":
-      conv.addSystem(`Sub-agent ${label(f)} finished${f.status ? ` (${f.status})` : ""}.`, "subagent");
-      break;
-    case "cron_executed":
-      conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");
-      scheduleSidebarRefresh();
-      break;
-    default:
-      break; // unknown frames are ignored
-  }
-  state.lastFrame = f.type;
-}
-
-// The server did not take the message just sent (too fast, too many waiting, not valid):
-// take its bubble back out of the conversation and give its text back to the composer.
-function restoreRefused() {
-  const pending = document.querySelectorAll("#messages .msg.user[data-pending]");
-  const last = pending[pending.length - 1];
-  if (!last) return;
-  const text = last.textContent;
-  last.remove();
-  if (!dom.composer.value.trim()) {
-    dom.composer.value = text;
-    autoGrow();
-    updateHint();
-  }
-}
-
-function label(f) {
-  return f.label ? `“${f.label}”` : f.id ? String(f.id) : "";
-}
-
-function onMessage(f) {
-  const text = contentText(f.content);
-  const role = f.role || "assistant";
-  if (role === "user") {
-    // An echo of what we already show (optimistically) or a message from another tab.
-    const pending = Array.from(document.querySelectorAll("#messages .msg.user[data-pending]")).find(
-      (node) => node.textContent === text,
-    );
-    if (pending) delete pending.dataset.pending;
-    else conv.addUser(text);
-    return;
-  }
-  if (text.startsWith("New conversation started")) {
-    conv.clear(); // the server archived the old conversation
-  } else if (conv.claimStreamed(text, f.run_id)) {
-    scheduleSidebarRefresh(); // the streamed bubble already shows this reply
-    return;
-  }
-  if (role === "system") conv.addSystem(text);
-  else if (text.trim()) conv.addAssistant(text);
-  scheduleSidebarRefresh();
-}
-
-// ---- composer -----------------------------------------------------------
-
-function autoGrow() {
-  const c = dom.composer;
-  c.style.height = "auto";
-  c.style.height = `${Math.min(c.scrollHeight, Math.round(window.innerHeight * 0.4))}px`;
-}
-
-const DEFAULT_HINT = "Enter to send · Shift+Enter for a new line · /help lists commands";
-const COMMANDS = [
-  ["/new", "start a new conversation"],
-  ["/stop", "stop the running turn"],
-  ["/help", "list the commands"],
-  ["/model NAME", "switch this chat's model"],
-];
-
-function updateHint() {
-  const value = dom.composer.value;
-  if (value.startsWith("/") && !value.includes("\n")) {
-    const typed = value.split(/\s/)[0];
-    const matches = COMMANDS.filter(([cmd]) => cmd.startsWith(typed) || typed.startsWith(cmd.split(" ")[0]));
-    dom.hint.textContent = (matches.length ? matches : COMMANDS).map(([c, d]) => `${c}: ${d}`).join(" · ");
-  } else {
-    dom.hint.textContent = DEFAULT_HINT;
-  }
-}
+// ---- sending ------------------------------------------------------------
 
 function submitMessage() {
-  const text = dom.composer.value;
-  if (!text.trim() || state.fatal) return;
-  if (send({ type: "message", content: text })) {
+  const text = composer.value;
+  if (!text.trim() || socket.fatal) return;
+  if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
   } else {
     // Not connected yet (the page is still opening its socket, or reconnecting): keep the
@@ -395,20 +226,15 @@ function submitMessage() {
     if (!state.outboxNotice || !state.outboxNotice.isConnected) {
       state.outboxNotice = notice("Connecting… your message will be sent as soon as the connection is up.", "warning");
     }
-    if (!state.socket) {
-      state.attempt = 0;
-      connect();
-    }
+    socket.retryNow();
   }
-  dom.composer.value = "";
-  autoGrow();
-  updateHint();
+  composer.clear();
 }
 
 function flushOutbox() {
   while (state.outbox.length) {
     const text = state.outbox[0];
-    if (!send({ type: "message", content: text })) return;
+    if (!socket.send({ type: "message", content: text })) return;
     state.outbox.shift();
     conv.addUser(text, { pending: true });
   }
@@ -419,115 +245,49 @@ function flushOutbox() {
 }
 
 function stopTurn() {
-  if (!send({ type: "stop" })) return;
-  dom.send.disabled = true;
-  dom.sendLabel.textContent = "Stopping…";
-  clearTimeout(state.stopTimer);
-  // If the server never confirms, make the button usable again.
-  state.stopTimer = setTimeout(() => {
-    dom.send.disabled = false;
-    dom.sendLabel.textContent = dom.send.dataset.state === "stop" ? "Stop" : "Send";
-  }, 5000);
+  if (socket.send({ type: "stop" })) composer.stopping();
 }
-
-dom.form.addEventListener("submit", (event) => {
-  event.preventDefault();
-  if (dom.send.dataset.state === "stop") stopTurn();
-  else submitMessage();
-  if (!matchMedia("(pointer: coarse)").matches) dom.composer.focus();
-});
-
-dom.composer.addEventListener("keydown", (event) => {
-  if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.keyCode === 229) return;
-  event.preventDefault();
-  submitMessage(); // Enter always sends, even while a turn runs (the server decides)
-});
-
-dom.composer.addEventListener("input", () => {
-  autoGrow();
-  updateHint();
-});
 
 // ---- switching chats ----------------------------------------------------
 
-function switchChat(chatId, { push = true } = {}) {
-  if (chatId === state.chatId && (state.socket || state.fatal)) return;
-  disconnect();
-  state.chatId = chatId;
+function switchChat(chat, { push = true } = {}) {
+  if (chat === state.chat && (socket.active || socket.fatal)) return;
+  socket.close();
+  state.chat = chat;
   state.outbox = [];
-  state.fatal = false;
-  state.attempt = 0;
   state.model = "";
-  state.lastFrame = "";
+  frames.reset();
   dom.fatal.hidden = true;
-  dom.composer.disabled = false;
+  composer.unlock();
   conv.reset();
   setRunning(false);
-  const url = chatUrl(chatId);
+  const url = chatUrl(chat);
   if (location.pathname !== url) {
-    if (push) history.pushState({ chatId }, "", url);
-    else history.replaceState({ chatId }, "", url);
+    if (push) history.pushState({ chat }, "", url);
+    else history.replaceState({ chat }, "", url);
   }
-  sidebar.setCurrent(chatId);
+  sidebar.setCurrent(chat);
   updateHeader();
-  connect();
+  socket.open(chat);
 }
 
 $("new-chat").addEventListener("click", () => {
-  closeSidebar();
+  drawer.close();
   switchChat(newChatId());
-  dom.composer.focus();
+  composer.focus();
 });
 
 window.addEventListener("popstate", () => {
-  const id = chatIdFromPath();
-  if (id && id !== state.chatId) switchChat(id, { push: false });
-});
-
-// ---- sidebar drawer (narrow screens) -------------------------------------
-
-function openSidebar() {
-  document.body.classList.add("sidebar-open");
-  dom.menu.setAttribute("aria-expanded", "true");
-  dom.backdrop.hidden = false;
-  const first = document.querySelector("#sidebar button, #sidebar a");
-  if (first) first.focus();
-}
-
-function closeSidebar() {
-  if (!document.body.classList.contains("sidebar-open")) return;
-  document.body.classList.remove("sidebar-open");
-  dom.menu.setAttribute("aria-expanded", "false");
-  dom.backdrop.hidden = true;
-}
-
-dom.menu.addEventListener("click", () => {
-  if (document.body.classList.contains("sidebar-open")) closeSidebar();
-  else openSidebar();
-});
-$("close-sidebar").addEventListener("click", () => {
-  closeSidebar();
-  dom.menu.focus();
-});
-dom.backdrop.addEventListener("click", closeSidebar);
-document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) {
-    closeSidebar();
-    dom.menu.focus();
-  }
+  const chat = chatFromPath();
+  if (chat && chat !== state.chat) switchChat(chat, { push: false });
 });
 
 // ---- come back to life after sleep / network loss ------------------------
 
-function reconnectNow() {
-  if (state.fatal || state.socket || !state.chatId) return;
-  state.attempt = 0;
-  connect();
-}
-window.addEventListener("online", reconnectNow);
+window.addEventListener("online", () => socket.retryNow());
 document.addEventListener("visibilitychange", () => {
   if (document.visibilityState === "visible") {
-    reconnectNow();
+    socket.retryNow();
     scheduleSidebarRefresh(0);
   }
 });
@@ -535,23 +295,23 @@ document.addEventListener("visibilitychange", () => {
 // ---- start --------------------------------------------------------------
 
 async function start() {
-  dom.hint.textContent = DEFAULT_HINT;
-  autoGrow();
-  const initial = CHAT_ID_RE.test(config.chatId) ? config.chatId : chatIdFromPath();
+  composer.start();
+  const initial = config.chatRe.test(config.chat) ? config.chat : chatFromPath();
   if (initial) {
     switchChat(initial, { push: false });
     sidebar.refresh().catch(onApiError);
     return;
   }
-  // "/" : open the newest web chat, or start a new one.
+  // "/" : open the newest web chat, or start a new one (API sessions open from the list).
   let sessions = [];
   try {
     sessions = await sidebar.refresh();
   } catch (error) {
     onApiError(error);
   }
-  switchChat(sessions.length ? sessions[0].chat_id : newChatId(), { push: false });
+  const newest = sessions.find((s) => s.key.startsWith("web:"));
+  switchChat(newest ? newest.chat : newChatId(), { push: false });
 }
 
 start();
-if (!matchMedia("(pointer: coarse)").matches) dom.composer.focus();
+if (!matchMedia("(pointer: coarse)").matches) composer.focus();

@@ -2,12 +2,18 @@
 
 import { el, icon, api, formatWhen } from "./util.js";
 
-export const chatUrl = (chatId) => `/c/${encodeURIComponent(chatId)}/`;
+// A chat's address on the page and its socket: a web session by its chat id, an API session
+// by its whole key (`web:abc` is `/c/abc/`, `api:x` is `/c/api:x/`; see sessions_app/keys.py).
+export const chatOfKey = (key) => (key.startsWith("web:") ? key.slice(4) : key);
+export const keyOfChat = (chat) => (chat.startsWith("api:") ? chat : `web:${chat}`);
+// Not escaped: the rule keeps chat ids to characters a path takes as they are, and an escaped
+// `:` would make the address differ from `location.pathname`.
+export const chatUrl = (chat) => `/c/${chat}/`;
 const UNTITLED = "Untitled chat";
 
 export class Sidebar {
   /**
-   * options: {list, empty, url, onSelect(chatId), onDeleted(session), onChange(), onError(message)}
+   * options: {list, empty, url, isChat(chat), onSelect(chat), onDeleted(session), onChange(), onError(message)}
    */
   constructor(options) {
     this.o = options;
@@ -18,16 +24,15 @@ export class Sidebar {
     this.pending = null;
   }
 
-  /** Reload the list from the API (coalescing concurrent calls). Returns the web sessions. */
+  /** Reload the list from the API (coalescing concurrent calls). Returns the sessions the page
+   * opens: web chats and API sessions, each with its address as `chat`. */
   refresh() {
     if (this.pending) return this.pending;
     this.pending = api("GET", this.o.url)
       .then((data) => {
         const rows = Array.isArray(data) ? data : (data && data.results) || [];
-        this.sessions = rows.filter((s) => s && (s.channel === "web" || String(s.key || "").startsWith("web:")));
-        for (const s of this.sessions) {
-          if (!s.chat_id) s.chat_id = String(s.key).slice(4);
-        }
+        this.sessions = rows.filter((s) => s && typeof s.key === "string" && this.opens(s.key));
+        for (const s of this.sessions) s.chat = chatOfKey(s.key);
         this.loaded = true;
         this.render();
         this.o.onChange();
@@ -39,12 +44,18 @@ export class Sidebar {
     return this.pending;
   }
 
-  find(chatId) {
-    return this.sessions.find((s) => s.chat_id === chatId) || null;
+  /** Whether the page opens session `key`: its address is a chat and names it back. */
+  opens(key) {
+    const chat = chatOfKey(key);
+    return this.o.isChat(chat) && keyOfChat(chat) === key;
   }
 
-  setCurrent(chatId) {
-    this.current = chatId;
+  find(chat) {
+    return this.sessions.find((s) => s.chat === chat) || null;
+  }
+
+  setCurrent(chat) {
+    this.current = chat;
     this.render();
   }
 
@@ -57,7 +68,7 @@ export class Sidebar {
       items.push(
         el(
           "li",
-          { class: "session-item draft", dataset: { key: `web:${this.current}`, chatId: this.current }, "aria-current": "page" },
+          { class: "session-item draft", dataset: { key: keyOfChat(this.current), chatId: this.current }, "aria-current": "page" },
           el("a", { class: "session-link", href: chatUrl(this.current) }, el("span", { class: "session-title", text: "New chat" })),
         ),
       );
@@ -69,17 +80,19 @@ export class Sidebar {
 
   item(s) {
     const title = s.title || UNTITLED;
-    const active = s.chat_id === this.current;
+    const active = s.chat === this.current;
+    const fromApi = s.key.startsWith("api:");
     const link = el(
       "a",
-      { class: "session-link", href: chatUrl(s.chat_id), title },
+      { class: "session-link", href: chatUrl(s.chat), title },
       el("span", { class: "session-title", text: title }),
+      fromApi ? el("span", { class: "session-badge", text: "API", title: "Started through the API" }) : null,
       el("span", { class: "session-when", text: formatWhen(s.updated), title: s.updated ? new Date(s.updated).toLocaleString() : "" }),
     );
     link.addEventListener("click", (event) => {
       if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
       event.preventDefault();
-      this.o.onSelect(s.chat_id);
+      this.o.onSelect(s.chat);
     });
     const rename = el("button", { type: "button", class: "icon-btn session-rename", "aria-label": `Rename “${title}”`, title: "Rename" }, icon("pencil"));
     rename.addEventListener("click", () => this.startRename(s, li));
@@ -87,7 +100,7 @@ export class Sidebar {
     remove.addEventListener("click", () => this.remove(s));
     const li = el(
       "li",
-      { class: `session-item${active ? " active" : ""}`, dataset: { key: s.key, chatId: s.chat_id }, "aria-current": active ? "page" : null },
+      { class: `session-item${active ? " active" : ""}`, dataset: { key: s.key, chatId: s.chat }, "aria-current": active ? "page" : null },
       link,
       el("div", { class: "session-actions" }, rename, remove),
     );

@@ -86,7 +86,7 @@ export async function api(method, url, body) {
   return type.includes("json") ? response.json() : null;
 }
 
-/** A new chat id: 32 hex chars (allowed: [A-Za-z0-9_-]{1,64}). */
+/** A new web chat id: 32 hex chars, within the rule for chat ids (sessions_app/keys.py). */
 export function newChatId() {
   if (globalThis.crypto && typeof crypto.randomUUID === "function") {
     return crypto.randomUUID().replace(/-/g, "");
@@ -95,8 +95,6 @@ export function newChatId() {
   crypto.getRandomValues(bytes);
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
-
-export const CHAT_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Turn any message content (string, list of parts, object) into text. */
 export function contentText(content) {

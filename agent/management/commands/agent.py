@@ -10,10 +10,10 @@ from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agent.cli import PlainPrinter, RichPrinter
 from agent.conf import agent_settings
-from agent.errors import TurnError
-from agent.service import run_turn
+from agent.doors.terminal import PlainPrinter, RichPrinter
+from agent.turn.errors import TurnError
+from agent.turn.service import run_turn
 from agentsite.database import migrate_embedded
 
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}

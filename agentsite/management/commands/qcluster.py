@@ -10,8 +10,8 @@ from django.db import connections
 from django_q.management.commands.qcluster import Command as ClusterCommand
 
 from agent.conf import agent_settings
-from agent.llm import needs_litellm
-from agent.llm_litellm import load
+from agent.llm.client import needs_litellm
+from agent.llm.litellm_adapter import load
 from agentsite.database import require_migrated
 
 

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agent.context import compose_prompt
+from agent.turn.errors import MAX_MESSAGE_CHARS, MODEL_NAME, InvalidInput, validate_content
+from sessions_app import keys
+from sessions_app.models import Message, Run, Session
+
+
+class SessionOut(serializers.ModelSerializer):
+    class Meta:
+        model = Session
+        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated"]
+
+
+class SessionUpdateIn(serializers.Serializer):
+    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+
+
+class MessageOut(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = [
+            "id",
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "name",
+            "reasoning_content",
+            "usage",
+            "archived",
+            "created",
+        ]
+        extra_kwargs = {
+            "archived": {"help_text": "Taken out of the conversation by `/new`, kept on record."}
+        }
+
+
+class MessagesQueryIn(serializers.Serializer):
+    archived = serializers.BooleanField(
+        required=False,
+        help_text="`false`: only the live conversation; `true`: only what `/new` archived. "
+        "Without it, both.",
+    )
+
+
+# The API continues its own sessions and the user's web chats, by the rule every door uses;
+# the command line's, scheduled jobs' and the heartbeat's belong to no user.
+SESSION_KEY = rf"^(?:{keys.SESSION_KEY_PATTERN})$"
+
+
+class StrictCharField(serializers.CharField):
+    """Text only: DRF's CharField would quietly turn 42 or true into a string."""
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class TaskIn(serializers.Serializer):
+    prompt = StrictCharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
+    context = StrictCharField(
+        max_length=MAX_MESSAGE_CHARS, required=False, allow_blank=True, trim_whitespace=False
+    )
+    session = serializers.RegexField(
+        SESSION_KEY,
+        required=False,
+        help_text="`api:<chat id>` or `web:<chat id>`, one of yours or a new one (each user "
+        "has keys of their own); a new key starts a new session. A chat id is 1 to 190 of "
+        "`A-Z a-z 0-9 _ . @ -`, and not `.` or `..`. The chat page opens `web:<id>` at "
+        "`/c/<id>/` and `api:<id>` at `/c/api:<id>/`.",
+    )
+    model = serializers.RegexField(MODEL_NAME, max_length=200, required=False)
+    wait = serializers.BooleanField(default=True)
+
+    def validate_prompt(self, value: str) -> str:
+        # The same rules as a message through the web chat or the command line.
+        try:
+            return validate_content(value, field="prompt")
+        except InvalidInput as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if len(compose_prompt(attrs["prompt"], attrs.get("context"))) > MAX_MESSAGE_CHARS:
+            raise serializers.ValidationError(
+                {"context": [f"prompt and context together exceed {MAX_MESSAGE_CHARS} characters"]}
+            )
+        return attrs
+
+
+class UsageOut(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class TaskOut(serializers.ModelSerializer):
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    success = serializers.BooleanField()
+    session = serializers.CharField(source="session.key")
+    tools_used = serializers.ListField(child=serializers.CharField())
+    usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "status",
+            "success",
+            "text",
+            "error",
+            "iterations",
+            "session",
+            "tools_used",
+            "usage",
+            "model",
+            "created",
+            "finished",
+        ]
+
+    @extend_schema_field(UsageOut)
+    def get_usage(self, run: Run) -> dict[str, int]:
+        usage = run.usage or {}
+        return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+
+
+class ToolOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+
+
+class HealthOut(serializers.Serializer):
+    status = serializers.CharField()
+    model = serializers.CharField(allow_null=True)
+    tools = serializers.ListField(child=serializers.CharField())

@@ -1,0 +1,40 @@
+"""API routes. Each answers with and without a trailing slash, never through a redirect;
+the schema lists the form without one (see `schema.drop_slashed_aliases`). Any other path
+under /api/ is a JSON 404, a task id that is not a UUID included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import URLPattern, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agent.doors.api import memory, skills, views
+from agent.doors.api.errors import not_found
+from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
+
+
+def route(pattern: str, view: Any, name: str) -> list[URLPattern]:
+    return [path(pattern, view, name=name), path(f"{pattern}/", view)]
+
+
+urlpatterns = [
+    *route("health", views.Health.as_view(), "health"),
+    *route("tools", views.Tools.as_view(), "tools"),
+    *route("tasks", views.TaskCreate.as_view(), "task-create"),
+    *route("tasks/<uuid:task_id>", views.TaskDetail.as_view(), "task-detail"),
+    *route("tasks/<uuid:task_id>/cancel", views.TaskCancel.as_view(), "task-cancel"),
+    *route("sessions", views.SessionList.as_view(), "session-list"),
+    *route("sessions/<session_key:key>", views.SessionDetail.as_view(), "session-detail"),
+    *route(
+        "sessions/<session_key:key>/messages", views.SessionMessages.as_view(), "session-messages"
+    ),
+    *route("skills", skills.SkillList.as_view(), "skill-list"),
+    *route("skills/<slug:name>", skills.SkillDetail.as_view(), "skill-detail"),
+    *route("memory", memory.MemoryList.as_view(), "memory-list"),
+    *route("memory/<int:memory_id>", memory.MemoryDetail.as_view(), "memory-detail"),
+    *route("schema", SpectacularAPIView.as_view(), "schema"),
+    *route("docs", SpectacularSwaggerView.as_view(url_name="schema"), "docs"),
+    # Last: without it an unknown path falls through to the site's 404 handler.
+    re_path(r"", not_found, name="not-found"),
+]

@@ -1,0 +1,303 @@
+"""The web chat door: one WebSocket per open chat, `/ws/chat/<chat_id>/` for the session
+`web:<chat_id>`, and `/ws/chat/api:<id>/` for an API session of the user's (the path
+segment is `sessions_app.keys`' rule, which the route's converter applies).
+
+The socket translates frames into `run_turn` calls and events back into frames. Each turn
+runs as its own task, so `stop`, new messages, group events and a disconnect are handled
+while it streams; a turn outlives a closed tab and is saved all the same.
+
+A socket belongs to its user and to one session row for its whole life: every user has
+chat ids of their own, the socket's turns run in the row it opened, and when that row is
+deleted the socket closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from typing import Any
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from agent import failures
+from agent.conf import agent_settings
+from agent.doors import ratelimit
+from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
+from agent.turn import slash, store
+from agent.turn.errors import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
+from agent.turn.fanout import GroupSink, group_name
+from agent.turn.locks import is_running
+from agent.turn.service import SessionRef, run_turn
+from sessions_app.models import Run
+
+logger = logging.getLogger(__name__)
+
+# The door, as the runs it starts record it, whichever session (web or API) it opened.
+CHANNEL = "web"
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_DELETED = 4410
+# A frame larger than any message the contract allows is refused before it is parsed.
+MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
+# Turns one socket may have started and not yet finished: one running, the rest waiting.
+MAX_PENDING_TURNS = 3
+# How often a socket looks at a turn it shows running but this process does not run.
+FOLLOW_SECONDS = 2.0
+
+# Turns keep running after their socket closes; this keeps them referenced until done.
+_turns: set[asyncio.Task[None]] = set()
+# The same for delayed flushes of streamed chunks.
+_flushes: set[asyncio.Task[None]] = set()
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    session_key = ""
+    session_id: int | None = None
+    group = ""
+    follower: asyncio.Task[None] | None = None
+    followed: str | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        # No key: the path matched the catch-all route (see routing), not the rule.
+        key = self.scope["url_route"]["kwargs"].get("key")
+        if key is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        session = await store.get_or_create_session(key=key, owner=user)
+        self.user = user
+        self.session_key, self.session_id = session.key, session.pk
+        self.pending: set[asyncio.Task[None]] = set()
+        self.group = group_name(session.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        messages = await store.messages_for_display(session=session)
+        running = is_running(session.pk) or await store.has_running_turn(session_id=session.pk)
+        frame = History(messages=messages, running=running).to_dict()
+        frame["model"] = session.model or agent_settings().model
+        await self.send_json(frame)
+        if not is_running(session.pk):
+            unfinished = await store.unfinished_run(session_id=session.pk)
+            if unfinished is not None:
+                self._follow(str(unfinished.pk))
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.follower is not None:
+            self.follower.cancel()
+        self.session_id = None
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.session_id is None:
+            return
+        if text_data is None or len(text_data) > MAX_FRAME_CHARS:
+            await self._error(f"send a JSON text frame of at most {MAX_MESSAGE_CHARS} characters")
+            return
+        try:
+            frame = json.loads(text_data)
+        except json.JSONDecodeError:
+            await self._error("the frame is not valid JSON")
+            return
+        await self.receive_json(frame)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "stop":
+            self._start("/stop")
+            return
+        if kind != "message":
+            await self._error(
+                'unknown frame: send {"type": "message", "content": "…"} or {"type": "stop"}'
+            )
+            return
+        text = content.get("content")
+        try:
+            validate_content(text)
+        except TurnError as exc:
+            await self._refuse(str(exc))
+            return
+        # Commands cost no model call and /stop must always get through: only turns count.
+        if slash.parse(text) is None and not await self._admit():
+            return
+        self._start(text)
+
+    async def _admit(self) -> bool:
+        """Whether one more turn may start now: the socket's queue and the user's rate."""
+        if len(self.pending) >= MAX_PENDING_TURNS:
+            await self._refuse(
+                f"{len(self.pending)} messages are already waiting for an answer; "
+                "send this one when they are done, or stop them"
+            )
+            return False
+        wait = await sync_to_async(ratelimit.take)(self.user.pk)
+        if wait is not None:
+            seconds = math.ceil(wait)
+            await self._refuse(
+                f"too many messages: try again in {seconds} seconds", retry_after=seconds
+            )
+            return False
+        return True
+
+    def _start(self, content: str) -> None:
+        # A second message while a turn runs is accepted and waits for that turn to end:
+        # the turn service serialises turns per session.
+        task = asyncio.create_task(self._turn(content))
+        _turns.add(task)
+        task.add_done_callback(_turns.discard)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _turn(self, content: str) -> None:
+        session_id = self.session_id
+        if session_id is None:
+            return
+        group = GroupSink(session_id, origin=self.channel_name)
+        socket = ChunkCoalescer(self._send_frame)
+
+        async def emit(event: Event) -> None:
+            await socket(event)
+            await group(event)
+
+        try:
+            await run_turn(
+                SessionRef(self.session_key, owner=self.user, pinned_id=session_id),
+                content,
+                channel=CHANNEL,
+                emit=emit,
+            )
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
+        except TurnError as exc:
+            await self._error(str(exc))
+        except asyncio.CancelledError:
+            pass  # stopped: the service recorded it and told the socket
+        except Exception:
+            ref = failures.log_failure(logger, "turn of %s failed", self.session_key)
+            await self._error(failures.internal_error(ref))
+
+    async def session_event(self, message: dict[str, Any]) -> None:
+        """An event of this session from another socket, process, job or sub-agent.
+
+        Channels routes group messages of type `session.event` (`fanout.HANDLER`) here.
+        """
+        if message.get("origin") == self.channel_name:
+            return
+        frame = message["frame"]
+        if frame.get("type") == "thinking_started":
+            self._follow(frame.get("run_id", ""))
+        elif frame.get("type") == "thinking_finished" and frame.get("run_id") == self.followed:
+            self.followed = None
+        await self._send_frame(frame)
+
+    async def session_closed(self, message: dict[str, Any]) -> None:
+        """The session was deleted (`fanout.CLOSED`)."""
+        await self._error("this chat was deleted")
+        await self._close_deleted()
+
+    async def _close_deleted(self) -> None:
+        if self.session_id is not None:
+            self.session_id = None
+            await self.close(code=CLOSE_DELETED)
+
+    def _follow(self, run_id: str) -> None:
+        """Watch a turn this socket shows running but did not start: its events may never
+        come here (it runs in another process without a shared channel layer, or in one that
+        died), so its record says when it ends, and the socket shows that end itself."""
+        if not run_id or (self.follower is not None and not self.follower.done()):
+            return
+        self.followed = run_id
+        self.follower = asyncio.create_task(self._follow_until_done(run_id))
+
+    async def _follow_until_done(self, run_id: str) -> None:
+        while self.followed == run_id:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            run = await store.get_run(run_id=UUID(run_id))
+            if run is None:
+                return  # deleted with its session: the socket is closing
+            if run.status == Run.Status.RUNNING:
+                continue
+            # The turn's own events, when they travel here, arrive in the meantime.
+            await asyncio.sleep(FOLLOW_SECONDS)
+            if self.followed != run_id:
+                return
+            self.followed = None
+            await self._send_frame(ThinkingFinished(run_id=run_id).to_dict())
+            if run.status != Run.Status.CANCELLED and run.text:
+                reply = MessageEvent(role="assistant", content=run.text, run_id=run_id)
+                await self._send_frame(reply.to_dict())
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        if self.session_id is None:
+            return  # the tab closed; the turn goes on without it
+        try:
+            await self.send_json(frame)
+        except Exception:  # the socket went away between the check and the send
+            logger.debug("dropped a frame for a closed socket", exc_info=True)
+
+    async def _error(self, message: str) -> None:
+        await self._send_frame(ErrorEvent(message=message).to_dict())
+
+    async def _refuse(self, message: str, *, retry_after: int | None = None) -> None:
+        """Say that the message frame just received was not taken, and why."""
+        refusal = ErrorEvent(message=message, retry_after=retry_after, refused=True)
+        await self._send_frame(refusal.to_dict())
+
+
+class ChunkCoalescer:
+    """Sends stream chunks at most once per `window` seconds, joined into one frame.
+
+    A fast model sends hundreds of tiny chunks a second; one frame each costs the server
+    more than the model's parsing does. A chunk after a quiet spell goes out at once; the
+    ones that follow it within the window wait for its end and leave together. Chunks of one
+    message are joined in order and flushed before any other event, so the frames still
+    concatenate to the saved text.
+    """
+
+    def __init__(self, send: Any, *, window: float = 0.02) -> None:
+        self.send = send
+        self.window = window
+        self.msg_id = ""
+        self.parts: list[str] = []
+        self.flusher: asyncio.TimerHandle | None = None
+        self.sent_at = -math.inf
+
+    async def __call__(self, event: Event) -> None:
+        if isinstance(event, StreamChunk):
+            if self.parts and event.msg_id != self.msg_id:
+                await self.flush()
+            self.msg_id = event.msg_id
+            self.parts.append(event.content)
+            if self.flusher is None:
+                loop = asyncio.get_running_loop()
+                wait = self.sent_at + self.window - loop.time()
+                if wait <= 0:
+                    await self.flush()
+                else:
+                    self.flusher = loop.call_later(wait, self._flush_soon)
+            return
+        await self.flush()
+        await self.send(event.to_dict())
+
+    def _flush_soon(self) -> None:
+        self.flusher = None
+        task = asyncio.ensure_future(self.flush())
+        _flushes.add(task)
+        task.add_done_callback(_flushes.discard)
+
+    async def flush(self) -> None:
+        if self.flusher is not None:
+            self.flusher.cancel()
+            self.flusher = None
+        if self.parts:
+            content, self.parts = "".join(self.parts), []
+            self.sent_at = asyncio.get_running_loop().time()
+            await self.send(StreamChunk(msg_id=self.msg_id, content=content).to_dict())

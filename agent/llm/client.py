@@ -1,0 +1,378 @@
+"""The LLM adapter: one interface to every model, two ways to reach it.
+
+Models served over OpenAI's chat-completions protocol (`openai/<name>`: OpenAI itself and
+every OpenAI-compatible server) are spoken to directly (`agent.llm.wire`); every other
+provider goes through litellm (`agent.llm.litellm_adapter`), imported only when such a model is
+used. Either way this module streams one completion with tool definitions, assembles the
+streamed tool-call deltas, retries transient failures with exponential backoff (honouring
+Retry-After), and turns every failure into an `LLMError` whose `kind` tells the loop what
+to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.llm import litellm_adapter, model_table, wire
+from agent.llm.errors import LLMError, classify
+
+logger = logging.getLogger(__name__)
+
+TextCallback = Callable[[str], Awaitable[None]]
+RetryCallback = Callable[[int, float, LLMError], Awaitable[None]]
+Backend = Literal["auto", "litellm"]
+
+_BACKOFF_BASE = 1.0
+_BACKOFF_CAP = 30.0
+_CONTEXT_WINDOW_TTL = 300.0
+DEFAULT_CONTEXT_WINDOW = 32768
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    model: str
+    api_base: str = ""
+    api_key: str = ""
+    temperature: float = 0.1
+    max_tokens: int = 4096
+    context_window: int = 0
+    timeout: float = 120.0
+    max_retries: int = 4
+    retry_budget: float = 60.0
+    # "litellm" sends OpenAI-compatible models through litellm too.
+    backend: Backend = "auto"
+    # Where `openai/<name>` goes when no api_base is set: OpenAI, or OPENAI_BASE_URL.
+    openai_base: str = ""
+    openai_key: str = ""
+
+
+def needs_litellm(model: str, backend: str = "auto") -> bool:
+    """Whether the model is reached through litellm rather than spoken to directly."""
+    return backend == "litellm" or not model.startswith("openai/")
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+    def as_message_part(self, arguments: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "arguments": self.arguments if arguments is None else arguments,
+            },
+        }
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning_content: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+    cost: float | None = None
+
+
+class ToolCallAssembler:
+    """Joins streamed tool-call fragments into whole calls.
+
+    Fragments are matched by index, but providers differ: some omit the index, some send
+    every call at index 0 with a fresh id. A new id always starts a new call; a fragment
+    with neither a known index nor an id continues the last call.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[dict[str, Any]] = []
+        self._by_index: dict[int, dict[str, Any]] = {}
+        self._by_id: dict[str, dict[str, Any]] = {}
+
+    def add(self, fragment: Any) -> None:
+        index = _get(fragment, "index")
+        call_id = _get(fragment, "id") or ""
+        function = _get(fragment, "function")
+        name = _get(function, "name") or ""
+        arguments = _get(function, "arguments") or ""
+
+        call = self._by_id.get(call_id) if call_id else None
+        if call is None and index is not None:
+            known = self._by_index.get(index)
+            if known is not None and not (call_id and known["id"] and known["id"] != call_id):
+                call = known
+        if call is None and not call_id and index is None and self._calls:
+            call = self._calls[-1]
+        if call is None:
+            call = {"id": call_id, "name": "", "arguments": ""}
+            self._calls.append(call)
+        if index is not None:
+            self._by_index[index] = call
+        if call_id:
+            call["id"] = call_id
+            self._by_id[call_id] = call
+        if name and not call["name"].endswith(name):
+            call["name"] += name
+        call["arguments"] += arguments
+
+    def calls(self) -> list[ToolCall]:
+        result = []
+        for position, call in enumerate(self._calls):
+            if not call["name"]:
+                continue
+            call_id = call["id"] or f"call_{position}_{int(time.time() * 1000)}"
+            result.append(ToolCall(id=call_id, name=call["name"], arguments=call["arguments"]))
+        return result
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+class LLM:
+    """One configured model. Cheap to build: connections are pooled per process."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+        self.wire: wire.WireTarget | None = None
+        if not needs_litellm(config.model, config.backend):
+            self.wire = wire.target(
+                config.model,
+                api_base=config.api_base,
+                api_key=config.api_key,
+                openai_base=config.openai_base,
+                openai_key=config.openai_key,
+            )
+
+    async def stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_text: TextCallback | None = None,
+        on_reasoning: TextCallback | None = None,
+        on_retry: RetryCallback | None = None,
+        tool_choice: str | dict[str, Any] = "auto",
+    ) -> LLMResponse:
+        """Stream one completion, retrying transient failures within the retry budget.
+
+        `tool_choice` can force a tool: `{"type": "function", "function": {"name": …}}`.
+        A provider that does not allow forcing answers with a `bad_request` LLMError; the
+        caller may then try again with "auto"."""
+        attempt = 0
+        waited = 0.0
+        while True:
+            try:
+                return await self._stream_once(messages, tools, on_text, on_reasoning, tool_choice)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every failure is classified; none escapes raw
+                sort = classify if self.wire is not None else litellm_adapter.classify
+                error = exc if isinstance(exc, LLMError) else sort(exc)
+                if not error.transient or attempt >= self.config.max_retries:
+                    raise error from exc
+                delay = _backoff(attempt, error.retry_after)
+                if waited + delay > self.config.retry_budget:
+                    raise error from exc
+                attempt += 1
+                waited += delay
+                logger.warning("model call failed (%s), retry %d in %.1fs", error, attempt, delay)
+                if on_retry is not None:
+                    await on_retry(attempt, delay, error)
+                await asyncio.sleep(delay)
+
+    def _chunks(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any],
+        max_tokens: int,
+    ) -> AsyncGenerator[Any, None]:
+        cfg = self.config
+        if self.wire is not None:
+            body = wire.request_body(
+                self.wire,
+                messages,
+                tools,
+                temperature=cfg.temperature,
+                max_tokens=max_tokens,
+                tool_choice=tool_choice,
+            )
+            return wire.stream_chunks(self.wire, body, http_timeout=cfg.timeout)
+        request = litellm_adapter.request_kwargs(
+            cfg.model,
+            messages,
+            tools,
+            api_base=cfg.api_base,
+            api_key=cfg.api_key,
+            temperature=cfg.temperature,
+            max_tokens=max_tokens,
+            timeout=cfg.timeout,
+            tool_choice=tool_choice,
+        )
+        return litellm_adapter.stream_chunks(request)
+
+    async def _stream_once(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_text: TextCallback | None,
+        on_reasoning: TextCallback | None,
+        tool_choice: str | dict[str, Any] = "auto",
+    ) -> LLMResponse:
+        result = LLMResponse()
+        text: list[str] = []
+        reasoning: list[str] = []
+        assembler = ToolCallAssembler()
+        idle = self.config.timeout
+        loop = asyncio.get_running_loop()
+        # Pushing the deadline costs a timer; once per tenth of it per chunk is plenty.
+        push_every = min(1.0, idle / 10)
+        pushed = loop.time()
+        if self.wire is None:
+            # Seconds of import, the first time: in a thread, so that the server's other
+            # sessions go on meanwhile, and before the deadline starts.
+            await asyncio.to_thread(litellm_adapter.load)
+        # Never more than the model can write: providers refuse a larger request outright.
+        chunks = self._chunks(messages, tools, tool_choice, await self.output_tokens())
+        try:
+            # One deadline that every received chunk pushes forward: a hung response
+            # fails after `timeout` seconds of silence, however long the whole answer runs.
+            async with contextlib.aclosing(chunks), asyncio.timeout(idle) as deadline:
+                async for chunk in chunks:
+                    now = loop.time()
+                    if now - pushed >= push_every:
+                        deadline.reschedule(now + idle)
+                        pushed = now
+                    usage = _get(chunk, "usage")
+                    if usage:
+                        result.usage = _usage_dict(usage)
+                    choices = _get(chunk, "choices")
+                    if not choices:
+                        continue
+                    choice = choices[0]
+                    finish = _get(choice, "finish_reason")
+                    if finish:
+                        result.finish_reason = finish
+                    delta = _get(choice, "delta")
+                    if delta is None:
+                        continue
+                    # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
+                    # reasoning.
+                    piece = _get(delta, "reasoning_content") or _get(delta, "reasoning")
+                    if piece and isinstance(piece, str):
+                        reasoning.append(piece)
+                        if on_reasoning is not None:
+                            await on_reasoning(piece)
+                    piece = _get(delta, "content")
+                    if piece:
+                        text.append(piece)
+                        if on_text is not None:
+                            await on_text(piece)
+                    for fragment in _get(delta, "tool_calls") or ():
+                        assembler.add(fragment)
+        except TimeoutError as exc:
+            raise LLMError(
+                f"the model sent nothing for {idle:g} seconds", kind="transient"
+            ) from exc
+        result.content = "".join(text)
+        result.reasoning_content = "".join(reasoning)
+        result.tool_calls = assembler.calls()
+        result.cost = self._cost(result.usage)
+        return result
+
+    def _cost(self, usage: dict[str, int]) -> float | None:
+        if not usage:
+            return None
+        if self.wire is not None:
+            return model_table.cost(self.config.model, usage)
+        return litellm_adapter.cost(self.config.model, usage)
+
+    async def context_window(self, *, refresh: bool = False) -> int:
+        """Tokens the model accepts: the configured override, what the server says (an
+        OpenAI-compatible server's /models), litellm's model table, or a safe default.
+        Discovered once per five minutes; `refresh` asks again (after an overflow)."""
+        cfg = self.config
+        if cfg.context_window > 0:
+            return cfg.context_window
+        window, _ = await self._limits(refresh=refresh)
+        return window
+
+    async def output_tokens(self) -> int:
+        """Tokens to keep free for the answer: the configured maximum, or the model's own
+        output limit (the server's word, else the model table's) where that is lower."""
+        _, limit = await self._limits()
+        return min(self.config.max_tokens, limit) if limit else self.config.max_tokens
+
+    async def _limits(self, *, refresh: bool = False) -> tuple[int, int | None]:
+        cfg = self.config
+        key = (cfg.model, cfg.api_base)
+        cached = _limits.get(key)
+        if cached and cached[2] > time.monotonic() and not refresh:
+            return cached[0], cached[1]
+        window, output = await _served_limits(cfg)
+        if window is None and self.wire is not None:
+            window = model_table.context_window(cfg.model)
+        elif window is None:
+            # The first use imports litellm: in a thread, as in `_stream_once`.
+            window = await asyncio.to_thread(litellm_adapter.context_window, cfg.model)
+        window = window or DEFAULT_CONTEXT_WINDOW
+        output = output or model_table.max_output_tokens(cfg.model)
+        _limits[key] = (window, output, time.monotonic() + _CONTEXT_WINDOW_TTL)
+        return window, output
+
+
+# (window, output limit, until when) by model and server.
+_limits: dict[tuple[str, str], tuple[int, int | None, float]] = {}
+
+_WINDOW_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length")
+_OUTPUT_FIELDS = ("max_completion_tokens", "max_output_tokens")
+
+
+async def _served_limits(cfg: LLMConfig) -> tuple[int | None, int | None]:
+    """What an OpenAI-compatible server's /models says of the model's window and output
+    limit (vLLM's `max_model_len`, LM Studio's and OpenRouter's fields)."""
+    if not cfg.api_base:
+        return None, None
+    name = cfg.model.split("/", 1)[-1]
+    for entry in await wire.served_models(cfg.api_base, cfg.api_key):
+        if isinstance(entry, dict) and entry.get("id") in (name, cfg.model):
+            provider = entry.get("top_provider")  # OpenRouter puts its limits there
+            places = [entry, provider] if isinstance(provider, dict) else [entry]
+            return _first_int(places, _WINDOW_FIELDS), _first_int(places, _OUTPUT_FIELDS)
+    return None, None
+
+
+def _first_int(places: list[dict[str, Any]], keys: tuple[str, ...]) -> int | None:
+    for place in places:
+        for key in keys:
+            value = place.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    return {
+        key: int(_get(usage, key) or 0)
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return max(0.0, retry_after)
+    return min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt) * random.uniform(0.5, 1.0)

@@ -1,0 +1,96 @@
+"""litellm's table of models (context windows, output limits, prices), read as data.
+
+The table is a JSON file inside the litellm package. Importing litellm to read it would
+cost seconds and a hundred megabytes, and parsing all of it (4,000 models, 3 MB) costs
+tens of milliseconds; a lookup finds the model's own entry in the text and parses only
+that. Nothing here imports litellm.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME = "model_prices_and_context_window_backup.json"
+
+
+@functools.cache
+def _table_text() -> str:
+    spec = importlib.util.find_spec("litellm")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    path = Path(next(iter(spec.submodule_search_locations))) / TABLE_NAME
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        logger.info("litellm's model table is not readable: %s", exc)
+        return ""
+
+
+@functools.lru_cache(maxsize=64)
+def _entry(name: str) -> dict[str, Any] | None:
+    text = _table_text()
+    # Top-level keys sit at the start of a line, one level in: "\n    "<name>": {".
+    marker = f"\n    {json.dumps(name)}: "
+    start = text.find(marker)
+    if start < 0:
+        return None
+    try:
+        entry, _ = json.JSONDecoder().raw_decode(text, start + len(marker))
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def lookup(model: str) -> dict[str, Any] | None:
+    """The table's entry for a litellm model id (`openai/gpt-4o-mini` or `gpt-4o-mini`)."""
+    entry = _entry(model)
+    if entry is None and "/" in model:
+        provider, name = model.split("/", 1)
+        entry = _entry(name)
+        if entry is not None and entry.get("litellm_provider") not in (provider, None):
+            # The bare name belongs to another provider's model of the same name.
+            entry = None
+    return entry
+
+
+def context_window(model: str) -> int | None:
+    """The model's input window: `max_input_tokens`, where `max_tokens` is often only the
+    output limit and is taken only for entries that give nothing else."""
+    entry = lookup(model) or {}
+    value = entry.get("max_input_tokens") or entry.get("max_tokens")
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def max_output_tokens(model: str) -> int | None:
+    entry = lookup(model) or {}
+    value = entry.get("max_output_tokens")
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def cost(model: str, usage: dict[str, int]) -> float | None:
+    """What a call cost in US dollars, from the table's per-token prices; None if unknown."""
+    entry = lookup(model)
+    if not entry or not usage:
+        return None
+    prompt_price = entry.get("input_cost_per_token")
+    completion_price = entry.get("output_cost_per_token")
+    if not isinstance(prompt_price, int | float) or not isinstance(completion_price, int | float):
+        return None
+    total = (
+        usage.get("prompt_tokens", 0) * prompt_price
+        + usage.get("completion_tokens", 0) * completion_price
+    )
+    return float(total) if total > 0 else None
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether the model thinks before answering (OpenAI's o-series and gpt-5 refuse a
+    temperature other than their own)."""
+    return bool((lookup(model) or {}).get("supports_reasoning"))

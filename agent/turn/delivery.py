@@ -1,0 +1,34 @@
+"""How a turn's tools send the agent's messages: `ToolContext.deliver`."""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib.auth.models import User
+
+from agent.events import Emit, MessageEvent
+from agent.turn import fanout, store
+from sessions_app.models import Session
+
+logger = logging.getLogger(__name__)
+
+
+class Delivery:
+    """Delivers messages for one turn. To the turn's own session they go out as events of
+    the turn (the tool call that sent them is its record); to another conversation of the
+    same owner they are saved there and shown on its open sockets."""
+
+    def __init__(self, session: Session, owner: User | None, emit: Emit, *, run_id: str) -> None:
+        self.session = session
+        self.owner = owner
+        self.emit = emit
+        self.run_id = run_id
+
+    async def __call__(self, content: str, *, session_key: str | None = None) -> None:
+        if session_key is None or session_key == self.session.key:
+            await self.emit(MessageEvent(role="assistant", content=content, run_id=self.run_id))
+            return
+        target = await store.get_or_create_session(key=session_key, owner=self.owner)
+        await store.add_message(session=target, message={"role": "assistant", "content": content})
+        await fanout.publish(target.pk, MessageEvent(role="assistant", content=content))
+        logger.info("run %s delivered a message to %s", self.run_id, session_key)

@@ -1,0 +1,208 @@
+"""Consolidation: the oldest part of a long session summarised into memory.
+
+When a session's unconsolidated messages pass `AGENT_MEMORY_WINDOW`, or its history passes
+three quarters of what a model call may send, a background job asks the model, through a
+forced `save_memory` tool call, for a history entry (what happened, for this session) and
+an updated long-term memory (what matters, for every session of the owner). `/new` archives
+the whole unconsolidated part the same way. A provider that refuses a forced tool gets the
+tool offered instead; when the model fails or answers without the tool, the part is kept
+as a plain transcript rather than lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agent.conf import AgentSettings
+from agent.llm import LLM, LLMError
+from agent.turn.model_config import llm_config
+from sessions_app import memory as memories
+from sessions_app.models import Message
+
+logger = logging.getLogger(__name__)
+
+TRANSCRIPT_RESULT_CHARS = 500
+# A line of the transcript, and the parts a run takes, stay small enough for any window.
+TRANSCRIPT_LINE_CHARS = 4_000
+MAX_PART_MESSAGES = 200
+INSTRUCTIONS = """\
+You keep an assistant's memory. Read the conversation below and call save_memory once:
+- history_entry: a few sentences on what happened and what was decided, with dates, so
+  that the assistant can pick the thread up later; it replaces the summary so far, so keep
+  what of that still matters;
+- memory_update: the whole long-term memory, rewritten: the current one with what is worth
+  remembering across conversations added (facts about the user, preferences, ongoing
+  projects), and whatever the conversation made obsolete removed. Keep it short."""
+SAVE_MEMORY = {
+    "type": "function",
+    "function": {
+        "name": "save_memory",
+        "description": "Save the summary of the conversation and the updated long-term memory.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "history_entry": {"type": "string"},
+                "memory_update": {"type": "string"},
+            },
+            "required": ["history_entry", "memory_update"],
+        },
+    },
+}
+FORCED = {"type": "function", "function": {"name": "save_memory"}}
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    history_entry: str
+    memory_update: str | None
+
+
+async def consolidate(
+    session_id: int,
+    *,
+    model: str,
+    conf: AgentSettings,
+    everything: bool = False,
+    wait: float = 0.0,
+) -> bool:
+    """Summarise the oldest unconsolidated part of the session (all of it with
+    `everything`) into memory. False when there was nothing to do, or when another
+    consolidation of the session held it for longer than `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while (
+        lease := await sync_to_async(memories.claim_consolidation)(session_id=session_id)
+    ) is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.5)
+    try:
+        rows = await sync_to_async(_part)(session_id, None if everything else conf.memory_window)
+        if not rows:
+            return False
+        transcript = _transcript(rows)
+        if model:
+            saved = await _summarise(transcript, rows[0], model=model, conf=conf)
+        else:  # no model to ask: kept as it was said
+            saved = Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
+        await sync_to_async(memories.save_consolidation)(
+            session_id=session_id,
+            upto=rows[-1].id,
+            history_entry=saved.history_entry,
+            memory_update=saved.memory_update,
+        )
+        return True
+    finally:
+        await sync_to_async(memories.release_consolidation)(session_id=session_id, lease=lease)
+
+
+def _part(session_id: int, window: int | None) -> list[Message]:
+    """The oldest messages to consolidate: all of them without a `window`; else all but
+    the newest half (at most half the window, at least one message), ending just before a
+    user message, so that what stays begins a turn. A few large messages that fill the
+    context thus still give up their older half."""
+    rows = list(memories.unconsolidated(session_id=session_id).select_related("session"))
+    rows = rows[:MAX_PART_MESSAGES]
+    if window is None:
+        return rows
+    keep = max(1, min(window // 2, len(rows) // 2))
+    end = max(0, len(rows) - keep)
+    while 0 < end < len(rows) and rows[end].role != Message.Role.USER:
+        end -= 1
+    return rows[:end]
+
+
+def _transcript(rows: list[Message]) -> str:
+    lines = []
+    for row in rows:
+        text = row.content or ""
+        if row.role == Message.Role.TOOL:
+            text = text[:TRANSCRIPT_RESULT_CHARS] + (
+                "…" if len(text) > TRANSCRIPT_RESULT_CHARS else ""
+            )
+            lines.append(f"[{row.created:%Y-%m-%d %H:%M}] TOOL {row.name}: {text}")
+        elif row.tool_calls:
+            calls = ", ".join(c.get("function", {}).get("name", "?") for c in row.tool_calls)
+            lines.append(f"[{row.created:%Y-%m-%d %H:%M}] ASSISTANT (calls {calls}) {text}")
+        else:
+            if len(text) > TRANSCRIPT_LINE_CHARS:
+                text = text[:TRANSCRIPT_LINE_CHARS] + "…"
+            lines.append(f"[{row.created:%Y-%m-%d %H:%M}] {row.role.upper()}: {text}")
+    return "\n".join(lines)
+
+
+async def _summarise(transcript: str, first: Message, *, model: str, conf: AgentSettings) -> Saved:
+    owner_id = first.session.owner_id
+    current = await sync_to_async(memories.long_term_memory)(owner_id=owner_id)
+    earlier = await sync_to_async(memories.latest_summary)(session_id=first.session_id)
+    messages = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {
+            "role": "user",
+            "content": f"## Current long-term memory\n\n{current or '(empty)'}\n\n"
+            f"## Summary of this conversation so far\n\n{earlier or '(none)'}\n\n"
+            f"## Conversation since\n\n{transcript}",
+        },
+    ]
+    llm = LLM(llm_config(conf, model))
+    choice: str | dict[str, Any] = FORCED
+    for attempt in range(3):
+        try:
+            response = await llm.stream(messages, [SAVE_MEMORY], tool_choice=choice)
+        except LLMError as error:
+            if error.kind == "bad_request" and choice == FORCED:
+                logger.info("the model refused a forced tool call; offering it instead")
+                choice = "auto"
+                continue
+            logger.warning("consolidation failed (attempt %d): %s", attempt + 1, error)
+            continue
+        saved = _read(response.tool_calls)
+        if saved is not None:
+            return saved
+        logger.warning("consolidation answered without save_memory (attempt %d)", attempt + 1)
+    # Nothing usable came back: the part is kept as it was said, and memory stays as it is.
+    return Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
+
+
+def _read(calls: list[Any]) -> Saved | None:
+    for call in calls:
+        if call.name != "save_memory":
+            continue
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(arguments, dict):
+            return None
+        entry = arguments.get("history_entry")
+        update = arguments.get("memory_update")
+        if isinstance(entry, str) and entry.strip():
+            return Saved(entry.strip(), update.strip() if isinstance(update, str) else None)
+    return None
+
+
+def due(*, crowded: bool, history_tokens: int, limit: int) -> bool:
+    """Whether a session should be consolidated now: it holds more unconsolidated messages
+    than the memory window (`crowded`), or its history cost `history_tokens` of `limit`."""
+    return crowded or history_tokens > limit * 3 // 4
+
+
+def queue(session_id: int, model: str) -> None:
+    """Consolidate the session in the worker, once the turn's writes are committed."""
+    from django.db import transaction
+    from django_q.tasks import async_task
+
+    transaction.on_commit(
+        lambda: async_task(
+            "agent.doors.worker.consolidate_memory",
+            session_id,
+            model,
+            task_name=f"memory-{session_id}",
+        )
+    )

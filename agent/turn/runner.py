@@ -1,0 +1,240 @@
+"""One turn, from the moment it holds its session's lock to its closed run record.
+
+`TurnRunner` gathers the turn's parts (history, tools bound to the turn, the model, the
+prompt), runs the loop, and closes the record however the turn ends: finished, stopped,
+crashed, or with its session deleted under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from agent import budget, context, failures
+from agent.budget import ContextBudget
+from agent.conf import AgentSettings
+from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted
+from agent.llm import LLM
+from agent.loop import AgentLoop, LoopResult
+from agent.tokens import TokenCounter
+from agent.tools import ToolContext
+from agent.turn import memory, store
+from agent.turn.delivery import Delivery
+from agent.turn.message_log import MessageLog
+from agent.turn.model_config import llm_config
+from agent.turn.toolbox import tool_registry
+from agent.turn.watch import watch_run
+from sessions_app.models import Run, Session
+from sessions_app.services import SessionDeleted
+
+logger = logging.getLogger(__name__)
+
+STOPPED_TEXT = "Stopped."
+
+# Records being closed after a stop; the event loop keeps only weak references to tasks.
+_closing: set[asyncio.Future[Any]] = set()
+
+
+@dataclass
+class TurnResult:
+    session_key: str
+    text: str
+    status: str
+    run_id: str | None = None
+    iterations: int = 0
+    tools_used: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.status == Run.Status.SUCCEEDED
+
+
+class TurnRunner:
+    """Runs the turn of `run` in `session`, which the caller has locked."""
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        owner: User | None,
+        run: Run,
+        content: str,
+        emit: Emit,
+        model: str,
+        conf: AgentSettings,
+    ) -> None:
+        self.session = session
+        self.run = run
+        self.run_id = str(run.pk)
+        self.content = content
+        self.emit = emit
+        self.model = model
+        self.conf = conf
+        self.log = MessageLog(session, run)
+        self.ctx = ToolContext(
+            session_key=session.key,
+            channel=run.channel,
+            run_id=self.run_id,
+            owner_id=owner.pk if owner else None,
+            deliver=Delivery(session, owner, emit, run_id=self.run_id),
+        )
+        self.loop: AgentLoop | None = None
+        # What the history cost of what a model call may send, once the turn has started.
+        self.history_share: tuple[int, int] | None = None
+
+    async def __call__(self) -> TurnResult:
+        # History is everything saved before this turn's own user message.
+        history = await store.recent_messages(
+            session=self.session, limit=self.conf.memory_window, before_run=self.run.pk
+        )
+        await self.emit(ThinkingStarted(run_id=self.run_id))
+        # The user's words as stored: other tabs show them, and a page that was still
+        # loading its history when the message left gets it back.
+        await self.emit(MessageEvent(role="user", content=self.content, run_id=self.run_id))
+        task = asyncio.current_task()
+        assert task is not None  # a turn is always awaited inside a task
+        unwatch = watch_run(self.run.pk, task)
+        try:
+            await self.log.add({"role": "user", "content": self.content}, None)
+            outcome = await self._converse(history)
+        except asyncio.CancelledError:
+            unwatch()  # it must not cancel the turn a second time while it closes
+            self.ctx.cancelled.set()
+            await self._close_stopped()
+            raise
+        except SessionDeleted:
+            # Deleted with its run and messages while the turn ran: nothing is left to
+            # record, and the door says why the turn ended.
+            unwatch()
+            await self.emit(ThinkingFinished(run_id=self.run_id))
+            raise
+        except Exception:  # a bug of ours must still end the run and reach the user
+            ref = failures.log_failure(
+                logger, "turn %s of %s crashed", self.run_id, self.session.key
+            )
+            outcome = LoopResult(
+                text=failures.internal_error(ref),
+                status="failed",
+                iterations=0,
+                error=f"internal error (reference {ref})",
+                error_kind="internal",
+            )
+        finally:
+            unwatch()
+            self.ctx.cancelled.set()
+        return await self._close(outcome)
+
+    async def consolidate_if_due(self) -> None:
+        """Queue the session's consolidation if it has grown enough. Called once the
+        session's lock is released: nothing here may hold up the next turn."""
+        if self.history_share is None:
+            return
+        try:
+            tokens, limit = self.history_share
+            crowded = await store.more_unconsolidated_than(
+                session_id=self.session.pk, count=self.conf.memory_window
+            )
+            if memory.due(crowded=crowded, history_tokens=tokens, limit=limit):
+                await sync_to_async(memory.queue)(self.session.pk, self.model)
+        except Exception:  # the reply is out; memory can wait for the next turn
+            logger.exception("could not queue the consolidation of %s", self.session.key)
+
+    async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
+        tools = tool_registry(self.conf).for_turn(self.ctx)
+        llm = LLM(llm_config(self.conf, self.model))
+        skills = await store.offered_skills(
+            workspace=self.conf.workspace, environment=self.conf.exec_env
+        )
+        remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
+        summary = await store.latest_summary(session_id=self.session.pk)
+        system = {
+            "role": "system",
+            "content": context.system_prompt(
+                workspace=self.conf.workspace,
+                tool_names=tools.names(),
+                sections=[
+                    *context.memory_sections(long_term=remembered, summary=summary),
+                    *context.skills_sections(skills),
+                ],
+            ),
+        }
+        user = context.user_message(self.content, now=timezone.localtime())
+        counter = TokenCounter(self.model)
+        reserve = await llm.output_tokens() + counter.payload(tools.definitions())
+        fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
+        self.loop = AgentLoop(
+            llm=llm,
+            tools=tools,
+            emit=self.emit,
+            max_iterations=self.conf.max_iterations,
+            budget=fitter,
+            on_message=self.log.add,
+        )
+        # A turn that crashed or was stopped mid-tool may have left a call without its
+        # result, or the reverse; a provider would refuse either.
+        history = budget.repair(raw_history)
+        self.history_share = (counter.messages(history), fitter.limit)
+        outcome = await self.loop.run(system, history, user)
+        await self.log.flush()
+        return outcome
+
+    async def _close_stopped(self) -> None:
+        # What the turn did before the stop still counts: iterations, tools, tokens.
+        stopped = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
+        stopped.text = STOPPED_TEXT
+        # Closing the record must finish even if another cancel arrives meanwhile, and the
+        # session's lock is held until it has: the next turn must find every message saved.
+        closing = asyncio.ensure_future(self._close(stopped, cancelled=True))
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+        while not closing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(closing)
+
+    async def _close(self, outcome: LoopResult, *, cancelled: bool = False) -> TurnResult:
+        # The record is closed after the messages it counts are saved, and is closed whatever
+        # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
+        # then updates nothing.
+        try:
+            await self.log.flush()
+        except SessionDeleted:
+            logger.info("the session of run %s was deleted while it ran", self.run_id)
+        except Exception:
+            logger.exception("a message of run %s could not be saved", self.run_id)
+        status = Run.Status.CANCELLED if cancelled else outcome.status
+        await store.finish_run(
+            run=self.run,
+            status=status,
+            text=outcome.text,
+            error=outcome.error or ("stopped by the user" if cancelled else None),
+            iterations=outcome.iterations,
+            tools_used=outcome.tools_used,
+            usage=outcome.usage,
+            cost=outcome.cost,
+        )
+        await self.emit(ThinkingFinished(run_id=self.run_id))
+        if not cancelled:  # a stopped turn has no reply; the /stop answer says what happened
+            await self.emit(
+                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
+            )
+        return TurnResult(
+            session_key=self.session.key,
+            text=outcome.text,
+            status=status,
+            run_id=self.run_id,
+            iterations=outcome.iterations,
+            tools_used=outcome.tools_used,
+            usage=outcome.usage,
+            error=outcome.error,
+            error_kind=outcome.error_kind,
+        )

@@ -1,0 +1,98 @@
+"""Tasks: turns handed out as records that can be followed, waited for, or cancelled.
+
+The API's doors call `submit_task`; a queued task runs later in the django-q2 worker
+(`agent.doors.worker.run_queued_task`), a waited-for one right away. Either way it is the same
+run record the turn service writes, so nothing is lost when a worker dies: the run's
+heartbeat stops and the run is marked failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from agent import failures
+from agent.conf import agent_settings
+from agent.context import compose_prompt
+from agent.turn.errors import ModelNotConfigured, SessionGone, TurnError
+from agent.turn.fanout import GroupSink
+from agent.turn.service import run_queued
+from sessions_app import selectors, services
+from sessions_app.models import Run, Session
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "api"
+CANCEL_WAIT_SECONDS = 2.0
+
+
+def submit_task(
+    *,
+    user: User,
+    prompt: str,
+    context: str | None = None,
+    session_key: str | None = None,
+    model: str | None = None,
+    wait: bool = True,
+) -> Run:
+    """Record a task and run it now (`wait`) or queue it for the worker."""
+    session = _session_for(user, session_key)
+    if not (model or session.model or agent_settings().model):
+        raise ModelNotConfigured()
+    content = compose_prompt(prompt, context)
+    run = services.queue_run(session=session, channel=CHANNEL, prompt=content, model=model or "")
+    if wait:
+        execute(run, owner=user)
+        finished = selectors.get_run(run_id=run.pk)
+        if finished is None:  # deleted, with its session, while it ran
+            raise SessionGone()
+        run = finished
+    else:
+        from django_q.tasks import async_task
+
+        # After the commit, or the worker could look for a run it cannot see yet.
+        transaction.on_commit(
+            lambda: async_task(
+                "agent.doors.worker.run_queued_task", str(run.pk), task_name=f"turn-{run.pk}"
+            )
+        )
+    return run
+
+
+def execute(run: Run, *, owner: User | None) -> None:
+    """Run a queued task's turn in this process, to its end. Never raises: however the
+    turn ends, the run record says so."""
+    try:
+        async_to_sync(run_queued)(run, owner=owner, emit=GroupSink(run.session_id))
+    except asyncio.CancelledError:
+        pass  # stopped by a cancel or /stop; the turn recorded it
+    except TurnError as exc:
+        services.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
+    except Exception:
+        ref = failures.log_failure(logger, "task %s crashed", run.pk)
+        services.fail_unfinished_run(
+            run_id=run.pk,
+            text=failures.internal_error(ref),
+            error=f"internal error (reference {ref})",
+        )
+
+
+def cancel_task(run: Run) -> Run:
+    """Stop a task; wait a little for a running one to notice, wherever it runs."""
+    run = services.cancel_run(run_id=run.pk)
+    deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+    while run.status == Run.Status.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run = selectors.get_run(run_id=run.pk) or run  # gone: deleted with its session
+    return run
+
+
+def _session_for(user: User, key: str | None) -> Session:
+    """The user's session `key`, new or not; a fresh one without a key."""
+    return services.get_or_create_session(key=key or f"{CHANNEL}:{uuid.uuid4().hex}", owner=user)

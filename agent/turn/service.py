@@ -1,0 +1,156 @@
+"""The turn service: the one call every door makes.
+
+`run_turn` validates the message, answers slash commands, serialises turns per session and
+hands the turn to a `TurnRunner` (history, context, loop, saved messages, run record).
+`run_queued` does the same for a turn recorded earlier as a queued run (an API task).
+Doors translate their protocol into one of these calls and the events back into their
+protocol; none of them holds agent logic.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+
+from agent.conf import AgentSettings, agent_settings
+from agent.events import Emit, MessageEvent, discard
+from agent.turn import slash, store
+from agent.turn.errors import (
+    ModelNotConfigured,
+    SessionGone,
+    validate_content,
+    validate_model_name,
+)
+from agent.turn.locks import session_lock, tracked
+from agent.turn.runner import STOPPED_TEXT, TurnResult, TurnRunner
+from sessions_app.models import Run, Session
+from sessions_app.services import SessionDeleted
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SessionRef", "TurnResult", "run_queued", "run_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """Which conversation a turn belongs to: `key` in `owner`'s key space (the ownerless
+    one for None), optionally pinned to one session row (`pinned_id`, a socket's) so that a
+    session deleted and made again under the same key is not taken for it."""
+
+    key: str
+    owner: User | None = None
+    pinned_id: int | None = None
+
+
+async def run_turn(
+    session: str | SessionRef,
+    content: str,
+    *,
+    channel: str,
+    emit: Emit = discard,
+    model: str | None = None,
+) -> TurnResult:
+    """Run one turn of `session` (a key of the ownerless sessions, or a `SessionRef`) with
+    the user's `content`; events go to `emit`."""
+    validate_content(content)
+    if model:
+        validate_model_name(model)
+    ref = session if isinstance(session, SessionRef) else SessionRef(session)
+    row = await _open(ref)
+    try:
+        return await _run(row, ref.owner, content, channel=channel, emit=emit, model=model)
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def run_queued(run: Run, *, owner: User | None, emit: Emit = discard) -> TurnResult:
+    """Run the turn recorded as the queued `run` (its session loaded), as its `owner`."""
+    if await store.get_session(session_id=run.session_id) is None:
+        raise SessionGone()  # deleted, with the run, while the task waited
+    try:
+        return await _run(
+            run.session,
+            owner,
+            run.prompt,
+            channel=run.channel,
+            emit=emit,
+            model=run.model or None,
+            queued=run,
+        )
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def _open(ref: SessionRef) -> Session:
+    if ref.pinned_id is None:
+        return await store.get_or_create_session(key=ref.key, owner=ref.owner)
+    session = await store.get_session(session_id=ref.pinned_id)
+    if session is None:
+        raise SessionGone()
+    if session.key != ref.key or session.owner_id != (ref.owner.pk if ref.owner else None):
+        raise ValueError(f"session {ref.pinned_id} is not {ref.owner}'s session {ref.key}")
+    return session
+
+
+async def _run(
+    session: Session,
+    owner: User | None,
+    content: str,
+    *,
+    channel: str,
+    emit: Emit,
+    model: str | None,
+    queued: Run | None = None,
+) -> TurnResult:
+    conf = agent_settings()
+    command = slash.parse(content)
+    if command is not None:
+        return await _answer(command, session, emit, queued=queued, conf=conf)
+
+    model_id = model or session.model or conf.model
+    if not model_id:
+        raise ModelNotConfigured()
+    async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
+        with tracked(session.pk):
+            if queued is None:
+                run = await store.start_run(
+                    session=session, channel=channel, prompt=content, model=model_id
+                )
+            else:
+                started = await store.begin_run(run_id=queued.pk, model=model_id)
+                if started is None:  # cancelled while it waited for the lock or a worker
+                    await store.cancel_run(run_id=queued.pk)
+                    return TurnResult(
+                        session.key, STOPPED_TEXT, Run.Status.CANCELLED, str(queued.pk)
+                    )
+                run = started
+            runner = TurnRunner(
+                session=session,
+                owner=owner,
+                run=run,
+                content=content,
+                emit=emit,
+                model=model_id,
+                conf=conf,
+            )
+            result = await runner()
+    await runner.consolidate_if_due()
+    return result
+
+
+async def _answer(
+    command: slash.Command, session: Session, emit: Emit, *, queued: Run | None, conf: AgentSettings
+) -> TurnResult:
+    current = queued.pk if queued else None
+    text = await slash.dispatch(command, session=session, conf=conf, current_run=current)
+    await emit(MessageEvent(role="assistant", content=text))
+    if queued is not None:
+        await store.finish_run(run=queued, status=Run.Status.SUCCEEDED, text=text)
+    return TurnResult(
+        session_key=session.key,
+        text=text,
+        status=Run.Status.SUCCEEDED,
+        run_id=str(queued.pk) if queued else None,
+    )

@@ -1,0 +1,100 @@
+"""Slash commands: `/new`, `/stop`, `/help`, `/model`. Each answers with text."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from agent.conf import AgentSettings
+from agent.turn import memory, store
+from agent.turn.errors import validate_model_name
+from agent.turn.locks import cancel_running, session_lock
+from sessions_app.models import Session
+
+logger = logging.getLogger(__name__)
+
+# How long /new waits for a consolidation already running before it archives without it.
+NEW_WAIT_SECONDS = 60
+
+HELP = """Commands:
+/new — archive this conversation and start afresh
+/stop — stop the running turn
+/model NAME — use another model in this session (no name: show the current one)
+/help — this list"""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    session: Session
+    conf: AgentSettings
+    current_run: UUID | None = None
+
+
+def parse(content: str) -> Command | None:
+    """A known command, or None: other text that starts with `/` (a path, say) is a message."""
+    name, _, args = content.strip().partition(" ")
+    name = name.lower()
+    return Command(name, args.strip()) if name in _HANDLERS else None
+
+
+async def dispatch(
+    command: Command,
+    *,
+    session: Session,
+    conf: AgentSettings,
+    current_run: UUID | None = None,
+) -> str:
+    """Answer `command`. `current_run` is the record the command itself was given, if any."""
+    return await _HANDLERS[command.name](command.args, _Context(session, conf, current_run))
+
+
+async def _help(args: str, ctx: _Context) -> str:
+    return HELP
+
+
+async def _new(args: str, ctx: _Context) -> str:
+    # Waits for a running turn to finish, so that its messages are archived with the rest.
+    async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
+        model = ctx.session.model or ctx.conf.model
+        try:
+            # A consolidation running in the worker finishes first, then the rest is archived.
+            await memory.consolidate(
+                ctx.session.pk, model=model, conf=ctx.conf, everything=True, wait=NEW_WAIT_SECONDS
+            )
+        except Exception:  # the conversation is cleared all the same, its messages kept
+            logger.exception("could not archive %s into memory", ctx.session.key)
+        count = await store.archive_messages(session=ctx.session)
+    return f"New conversation started ({count} messages archived)."
+
+
+async def _stop(args: str, ctx: _Context) -> str:
+    # Runs in other processes see the flag within a poll; this process's stop at once.
+    asked = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
+    stopped = max(asked, cancel_running(ctx.session.pk))
+    if not stopped:
+        return "No running task to stop."
+    return f"Stopped {stopped} task{'s' if stopped != 1 else ''}."
+
+
+async def _model(args: str, ctx: _Context) -> str:
+    if not args:
+        current = ctx.session.model or ctx.conf.model
+        return f"Model: {current}" if current else "No model is set (AGENT_MODEL is empty)."
+    await store.set_session_model(session=ctx.session, model=validate_model_name(args))
+    return f"This session now uses {args}."
+
+
+_HANDLERS: dict[str, Callable[[str, _Context], Awaitable[str]]] = {
+    "/help": _help,
+    "/new": _new,
+    "/stop": _stop,
+    "/model": _model,
+}

@@ -1,0 +1,80 @@
+"""The process's tool registry: the built-in tools and the ones `AGENT_TOOLS` names.
+
+Made once and kept while the settings that shape it stay the same, so a turn pays nothing
+for it and long-lived clients held by tools survive from turn to turn; each turn binds its
+own context to it (`ToolRegistry.for_turn`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from agent.conf import AgentSettings
+from agent.tools import Limits, Tool, ToolRegistry, build_registry
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_current: tuple[tuple[Any, ...], ToolRegistry] | None = None
+
+
+def tool_registry(conf: AgentSettings) -> ToolRegistry:
+    """The registry for `conf`, made on first use and when the settings change."""
+    global _current
+    key = _shape(conf)
+    with _lock:
+        if _current is None or _current[0] != key:
+            _current = (key, _build(conf))
+        return _current[1]
+
+
+def _shape(conf: AgentSettings) -> tuple[Any, ...]:
+    return (
+        conf.workspace,
+        conf.restrict_to_workspace,
+        conf.exec_timeout,
+        tuple(sorted(conf.exec_env.items())),
+        conf.exec_max_processes,
+        conf.exec_memory_mb,
+        conf.exec_network,
+        conf.tools,
+    )
+
+
+def _build(conf: AgentSettings) -> ToolRegistry:
+    conf.workspace.mkdir(parents=True, exist_ok=True)
+    return build_registry(
+        workspace=conf.workspace,
+        restrict_to_workspace=conf.restrict_to_workspace,
+        exec_timeout=conf.exec_timeout,
+        exec_env=conf.exec_env,
+        exec_limits=Limits(
+            max_processes=conf.exec_max_processes,
+            memory_mb=conf.exec_memory_mb,
+            network=conf.exec_network,
+        ),
+        extra=[load_tool(path) for path in conf.tools],
+    )
+
+
+def load_tool(path: str) -> Tool:
+    """The tool a dotted path names: a `Tool` subclass (made without arguments), a `Tool`,
+    or a function that returns one."""
+    try:
+        target = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"AGENT_TOOLS: cannot import {path!r}: {exc}") from exc
+    tool = target() if callable(target) and not isinstance(target, Tool) else target
+    if not isinstance(tool, Tool):
+        raise ImproperlyConfigured(
+            f"AGENT_TOOLS: {path!r} is not an agent.tools.Tool, a Tool subclass, "
+            "or a function returning a Tool"
+        )
+    if not tool.name:
+        raise ImproperlyConfigured(f"AGENT_TOOLS: the tool {path!r} has no name")
+    return tool

@@ -1,0 +1,119 @@
+// The composer: the message box (growing with its text), the hint line under it and the
+// send/stop button. What a message or a stop does is the page's business (onSubmit, onStop).
+
+const DEFAULT_HINT = "Enter to send · Shift+Enter for a new line · /help lists commands";
+const COMMANDS = [
+  ["/new", "start a new conversation"],
+  ["/stop", "stop the running turn"],
+  ["/help", "list the commands"],
+  ["/model NAME", "switch this chat's model"],
+];
+
+export class Composer {
+  /**
+   * dom: {form, input, send, sendLabel, hint}; options: {onSubmit(), onStop()}
+   */
+  constructor(dom, options) {
+    this.dom = dom;
+    this.o = options;
+    this.stopTimer = 0;
+
+    dom.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (dom.send.dataset.state === "stop") this.o.onStop();
+      else this.o.onSubmit();
+      if (!matchMedia("(pointer: coarse)").matches) dom.input.focus();
+    });
+    dom.input.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.keyCode === 229) return;
+      event.preventDefault();
+      this.o.onSubmit(); // Enter always sends, even while a turn runs (the server decides)
+    });
+    dom.input.addEventListener("input", () => {
+      this.autoGrow();
+      this.updateHint();
+    });
+  }
+
+  get value() {
+    return this.dom.input.value;
+  }
+
+  focus() {
+    this.dom.input.focus();
+  }
+
+  /** Empty the box (after sending). */
+  clear() {
+    this.dom.input.value = "";
+    this.autoGrow();
+    this.updateHint();
+  }
+
+  /** Give back a message the server refused, unless something new is being written. */
+  restore(text) {
+    if (this.dom.input.value.trim()) return;
+    this.dom.input.value = text;
+    this.autoGrow();
+    this.updateHint();
+  }
+
+  /** The box as the page opens: the usual hint, the height of its content. */
+  start() {
+    this.dom.hint.textContent = DEFAULT_HINT;
+    this.autoGrow();
+  }
+
+  autoGrow() {
+    const c = this.dom.input;
+    c.style.height = "auto";
+    c.style.height = `${Math.min(c.scrollHeight, Math.round(window.innerHeight * 0.4))}px`;
+  }
+
+  updateHint() {
+    const value = this.dom.input.value;
+    if (value.startsWith("/") && !value.includes("\n")) {
+      const typed = value.split(/\s/)[0];
+      const matches = COMMANDS.filter(([cmd]) => cmd.startsWith(typed) || typed.startsWith(cmd.split(" ")[0]));
+      this.dom.hint.textContent = (matches.length ? matches : COMMANDS).map(([c, d]) => `${c}: ${d}`).join(" · ");
+    } else {
+      this.dom.hint.textContent = DEFAULT_HINT;
+    }
+  }
+
+  /** The button sends, or stops the running turn. */
+  setRunning(running) {
+    const { send, sendLabel } = this.dom;
+    const mode = running ? "stop" : "send";
+    if (send.dataset.state === mode && !send.disabled) return;
+    clearTimeout(this.stopTimer);
+    send.dataset.state = mode;
+    send.disabled = false;
+    send.setAttribute("aria-label", running ? "Stop the running turn" : "Send message");
+    sendLabel.textContent = running ? "Stop" : "Send";
+  }
+
+  /** A stop was sent: wait for the server to confirm it. */
+  stopping() {
+    const { send, sendLabel } = this.dom;
+    send.disabled = true;
+    sendLabel.textContent = "Stopping…";
+    clearTimeout(this.stopTimer);
+    // If the server never confirms, make the button usable again.
+    this.stopTimer = setTimeout(() => {
+      send.disabled = false;
+      sendLabel.textContent = send.dataset.state === "stop" ? "Stop" : "Send";
+    }, 5000);
+  }
+
+  /** Nothing can be sent to this chat (it is gone). */
+  lock() {
+    this.dom.input.disabled = true;
+    this.dom.send.disabled = true;
+  }
+
+  /** Writing again; the button comes back with the next setRunning. */
+  unlock() {
+    this.dom.input.disabled = false;
+  }
+}

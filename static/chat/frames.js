@@ -1,0 +1,113 @@
+// The server's frames, applied to the page: streamed replies, tool calls, messages, errors
+// and system lines go to the conversation; the rest the page is told through `page`.
+
+import { contentText } from "./util.js";
+
+export class Frames {
+  /**
+   * page: {conv, composer, setRunning(running, runId), onHistory(frame), notice(message),
+   *        refreshSoon() (the chat list may have changed)}
+   */
+  constructor(page) {
+    this.page = page;
+    this.last = ""; // the type of the previous frame
+  }
+
+  /** Another chat: no previous frame. */
+  reset() {
+    this.last = "";
+  }
+
+  handle(f) {
+    const { conv, setRunning, notice, refreshSoon } = this.page;
+    switch (f.type) {
+      case "history":
+        this.page.onHistory(f);
+        break;
+      case "thinking_started":
+        setRunning(true, f.run_id);
+        break;
+      case "stream_start":
+        conv.streamStart(f.msg_id);
+        break;
+      case "stream_chunk":
+        conv.streamChunk(f.msg_id, typeof f.content === "string" ? f.content : contentText(f.content));
+        break;
+      case "stream_end":
+        conv.streamEnd(f.msg_id, Boolean(f.discarded));
+        break;
+      case "thinking":
+        conv.setNote(contentText(f.content), this.last === "thinking");
+        break;
+      case "tool_call":
+        conv.toolCall(f.id, f.name, f.arguments);
+        break;
+      case "tool_result":
+        conv.toolResult(f.id, f.name, f.result, f.duration_ms);
+        break;
+      case "thinking_finished":
+        setRunning(false);
+        refreshSoon();
+        break;
+      case "message":
+        this.message(f);
+        break;
+      case "error":
+        if (f.refused) this.restoreRefused();
+        notice(contentText(f.message) || "Something went wrong.");
+        break;
+      case "subagent_spawned":
+        conv.addSystem(`Sub-agent ${label(f)} started.`, "subagent");
+        break;
+      case "subagent_completed":
+        conv.addSystem(`Sub-agent ${label(f)} finished${f.status ? ` (${f.status})` : ""}.`, "subagent");
+        break;
+      case "cron_executed":
+        conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");
+        refreshSoon();
+        break;
+      default:
+        break; // unknown frames are ignored
+    }
+    this.last = f.type;
+  }
+
+  // The server did not take the message just sent (too fast, too many waiting, not valid):
+  // take its bubble back out of the conversation and give its text back to the composer.
+  restoreRefused() {
+    const pending = document.querySelectorAll("#messages .msg.user[data-pending]");
+    const last = pending[pending.length - 1];
+    if (!last) return;
+    const text = last.textContent;
+    last.remove();
+    this.page.composer.restore(text);
+  }
+
+  message(f) {
+    const { conv, refreshSoon } = this.page;
+    const text = contentText(f.content);
+    const role = f.role || "assistant";
+    if (role === "user") {
+      // An echo of what we already show (optimistically) or a message from another tab.
+      const pending = Array.from(document.querySelectorAll("#messages .msg.user[data-pending]")).find(
+        (node) => node.textContent === text,
+      );
+      if (pending) delete pending.dataset.pending;
+      else conv.addUser(text);
+      return;
+    }
+    if (text.startsWith("New conversation started")) {
+      conv.clear(); // the server archived the old conversation
+    } else if (conv.claimStreamed(text, f.run_id)) {
+      refreshSoon(); // the streamed bubble already shows this reply
+      return;
+    }
+    if (role === "system") conv.addSystem(text);
+    else if (text.trim()) conv.addAssistant(text);
+    refreshSoon();
+  }
+}
+
+function label(f) {
+  return f.label ? `“${f.label}”` : f.id ? String(f.id) : "";
+}
