@@ -33,6 +33,19 @@ def _close_worker_thread_connections(django_db_setup: None) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _own_channel_layer() -> Iterator[None]:
+    """Each test gets channel layer objects of its own. channels-redis binds its receive
+    lock to the event loop that first waited on it; a receive that an earlier test's loop
+    left behind would make every later test's socket fail with "bound to a different event
+    loop"."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
 def _own_cache(settings: Any) -> None:
     """Each test counts turns against the rate limit from zero: a cache of its own, by key
     prefix, rather than a flush that would empty a shared Redis for everyone."""
