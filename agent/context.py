@@ -45,6 +45,83 @@ def system_prompt(
     return "\n\n".join(parts)
 
 
+SUBAGENT_IDENTITY = """\
+You are a sub-agent of agentsite, started by the main agent for one task.
+
+- Do that task and nothing else; you have no conversation to follow and no one to ask.
+- Use the tools to look before you act, and check your work after.
+- When a tool answers with an error, read it and try another way.
+- End with a short report of what you did and found: the main agent reads it, not a user."""
+
+
+def subagent_prompt(*, workspace: Path, tool_names: Iterable[str]) -> str:
+    """The system prompt of a sub-agent: its task comes as the user message."""
+    return "\n\n".join(
+        [
+            SUBAGENT_IDENTITY,
+            "## Runtime\n"
+            f"- Workspace: {workspace} (relative paths in tools resolve here)\n"
+            f"- Tools: {', '.join(sorted(tool_names)) or 'none'}",
+        ]
+    )
+
+
+def announcement(*, label: str, task: str, status: str, result: str) -> str:
+    """What a session is told when a sub-agent it started has ended."""
+    outcome = {
+        "succeeded": "finished",
+        "failed": "failed",
+        "cancelled": "was stopped",
+    }.get(status, status)
+    return (
+        f"[The sub-agent '{label}' {outcome}.]\n\n"
+        f"Task: {task}\n\n"
+        f"Result:\n{result or '(no answer)'}\n\n"
+        "Tell the user about it in a sentence or two, in your own words; do not mention "
+        "sub-agents or ids unless asked."
+    )
+
+
+HEARTBEAT_OK = "HEARTBEAT_OK"
+
+
+def heartbeat_message(tasks: str) -> str:
+    """The heartbeat's prompt, with the open tasks of HEARTBEAT.md."""
+    return (
+        "This is a periodic heartbeat, not a message from the user. Here are the open tasks "
+        "of HEARTBEAT.md in the workspace:\n\n"
+        f"{tasks}\n\n"
+        "Do what is due now. If something is worth telling the user, answer with that "
+        f"message alone; if nothing is, answer exactly {HEARTBEAT_OK}."
+    )
+
+
+def open_tasks(text: str) -> str:
+    """The lines of a HEARTBEAT.md that ask for something: not headings, comments, blank
+    lines or ticked boxes. Empty when there is nothing to do (no model call then)."""
+    kept = []
+    in_comment = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if in_comment:
+            in_comment = "-->" not in stripped
+            continue
+        if stripped.startswith("<!--"):
+            in_comment = "-->" not in stripped
+            continue
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.lower().startswith(("- [x]", "* [x]")) or stripped in (
+            "- [ ]",
+            "* [ ]",
+            "-",
+            "*",
+        ):
+            continue
+        kept.append(line.rstrip())
+    return "\n".join(kept)
+
+
 def _bootstrap_sections(workspace: Path) -> list[str]:
     sections = []
     for name in BOOTSTRAP_FILES:

@@ -97,6 +97,28 @@ class MessageEvent(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SubagentSpawned(Event):
+    type: ClassVar[str] = "subagent_spawned"
+    id: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentCompleted(Event):
+    type: ClassVar[str] = "subagent_completed"
+    id: str
+    label: str
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CronExecuted(Event):
+    type: ClassVar[str] = "cron_executed"
+    job_id: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(Event):
     type: ClassVar[str] = "error"
     message: str

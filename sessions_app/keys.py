@@ -5,8 +5,8 @@ page) and `api` (tasks sent to the API). Every door that takes a key or a chat i
 person checks it here: the chat page and its socket, the API's task input and its
 `/api/sessions/<key>` routes. So a session either door makes opens through the other,
 and a key one door refuses, every door refuses. The command line's, scheduled jobs' and
-the heartbeat's sessions (`cli:`, `cron:`, `heartbeat`) belong to no user and match no
-pattern here.
+the heartbeat's and sub-agents' sessions (`cli:`, `cron:`, `heartbeat`, `subagent:`) match
+no pattern here: the agent opens them, no person names them.
 
 A chat id travels as a URL path segment, so it keeps to characters that need no escaping
 there, and it is never `.` or `..`, which browsers and proxies resolve away.

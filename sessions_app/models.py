@@ -126,6 +126,15 @@ class Run(models.Model):
     tools_used = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # A sub-agent's run: the session that spawned it, which hears how it ended.
+    parent = models.ForeignKey(
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="subagent_runs",
+    )
+    label = models.CharField(max_length=100, blank=True)
     # Set by /stop or a cancel from any process; the process running the turn notices it.
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)

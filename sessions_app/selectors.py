@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
@@ -93,11 +93,17 @@ def get_run(*, run_id: UUID) -> Run | None:
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
     """The live conversation as a client shows it, oldest first."""
-    rows = list(Message.objects.filter(session=session, archived=False).order_by("-id")[:limit])
+    rows = list(
+        Message.objects.filter(session=session, archived=False)
+        .annotate(run_channel=F("run__channel"))
+        .order_by("-id")[:limit]
+    )
     return [
         {
             "id": row.id,
-            "role": row.role,
+            # What a sub-agent's report said to the agent is the model's input, not the
+            # user's words: clients show it as a note (see `agent.turn.subagents`).
+            "role": "system" if row.role == "user" and row.run_channel == "system" else row.role,
             "content": row.content,
             "tool_calls": row.tool_calls,
             "tool_call_id": row.tool_call_id or None,
@@ -106,3 +112,31 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
         }
         for row in reversed(rows)
     ]
+
+
+def subagent_run(*, run_id: UUID) -> Run | None:
+    """A sub-agent's run with the session that spawned it and that session's owner."""
+    return (
+        Run.objects.select_related("session", "session__owner", "parent", "parent__owner")
+        .filter(pk=run_id, parent__isnull=False)
+        .first()
+    )
+
+
+def subagents_among(*, run_ids: Collection[UUID]) -> list[UUID]:
+    return list(
+        Run.objects.filter(pk__in=run_ids, parent__isnull=False).values_list("pk", flat=True)
+    )
+
+
+def latest_session(*, owner: Any, channel: str) -> Session | None:
+    """The owner's session of `channel` that had the latest turn."""
+    sessions = Session.objects.filter(owner=owner) if owner is not None else Session.objects
+    if owner is None:
+        sessions = sessions.filter(owner__isnull=True)
+    return (
+        sessions.filter(channel=channel)
+        .annotate(last_turn=Max("runs__created"))
+        .order_by(F("last_turn").desc(nulls_last=True), "-updated")
+        .first()
+    )

@@ -7,6 +7,7 @@ error, and the run's last write quietly finds nothing to update.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection
 from datetime import timedelta
 from decimal import Decimal
@@ -15,6 +16,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.keys import split_key
@@ -86,6 +88,41 @@ def queue_run(*, session: Session, channel: str, prompt: str, model: str) -> Run
     _title_from(session, prompt)
     run: Run = _create(
         session, Run, channel=channel, prompt=prompt, model=model, status=Run.Status.QUEUED
+    )
+    return run
+
+
+@transaction.atomic
+def queue_run_unless_busy(*, session: Session, channel: str, prompt: str, model: str) -> Run | None:
+    """A queued run, unless the session has one that has not ended (a scheduled job that
+    is still running is not started again): then None."""
+    if not Session.objects.select_for_update().filter(pk=session.pk).exists():
+        raise SessionDeleted(session.key)
+    busy = Run.objects.filter(
+        session=session, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).exists()
+    return None if busy else queue_run(session=session, channel=channel, prompt=prompt, model=model)
+
+
+SUBAGENT_CHANNEL = "subagent"
+
+
+@transaction.atomic
+def queue_subagent(*, parent: Session, task: str, label: str, model: str) -> Run:
+    """A sub-agent's run, queued in a session of its own (no history to share) that
+    belongs to the parent's owner; `parent` hears how it ended."""
+    session = get_or_create_session(
+        key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
+    )
+    run: Run = _create(
+        session,
+        Run,
+        channel=SUBAGENT_CHANNEL,
+        prompt=task,
+        model=model,
+        status=Run.Status.QUEUED,
+        parent=parent,
+        label=label,
     )
     return run
 
@@ -187,7 +224,8 @@ def archive_messages(*, session: Session) -> int:
 def request_stop(*, session_id: int, exclude: UUID | None = None) -> int:
     """Stop every unfinished run of the session: queued ones end here, running ones are
     asked to stop. How many there were."""
-    runs = Run.objects.filter(session_id=session_id)
+    # The session's own turns and the sub-agents it started.
+    runs = Run.objects.filter(Q(session_id=session_id) | Q(parent_id=session_id))
     if exclude is not None:
         runs = runs.exclude(pk=exclude)
     queued = runs.filter(status=Run.Status.QUEUED).update(
@@ -211,15 +249,19 @@ def beat(*, run_ids: Collection[UUID]) -> None:
     Run.objects.filter(pk__in=run_ids).update(heartbeat=timezone.now())
 
 
-def fail_dead_runs() -> int:
-    """Mark failed the runs whose process died mid-turn (their heartbeat stopped)."""
+@transaction.atomic
+def fail_dead_runs() -> list[UUID]:
+    """Mark failed the runs whose process died mid-turn (their heartbeat stopped); their ids."""
     cutoff = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
-    return Run.objects.filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff).update(
+    dead = Run.objects.select_for_update().filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff)
+    ids = list(dead.values_list("pk", flat=True))
+    Run.objects.filter(pk__in=ids).update(
         status=Run.Status.FAILED,
         text=f"This turn stopped: {DIED_ERROR}.",
         error=DIED_ERROR,
         finished=timezone.now(),
     )
+    return ids
 
 
 def fail_unfinished_run(*, run_id: UUID, text: str, error: str) -> bool:

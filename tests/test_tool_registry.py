@@ -293,11 +293,24 @@ def test_build_registry_has_the_contract_tools(tmp_path: Path) -> None:
         "glob",
         "exec",
         "read_skill",
+        "spawn",
+        "subagent",
+        "cron",
     ]
     assert (tmp_path / "ws").is_dir()
     params = {d["function"]["name"]: d["function"]["parameters"] for d in registry.definitions()}
     assert set(params["read_file"]["properties"]) == {"path", "offset", "limit"}
     assert set(params["write_file"]["properties"]) == {"path", "content"}
+    assert set(params["spawn"]["properties"]) == {"task", "label"}
+    assert set(params["cron"]["properties"]) == {
+        "action",
+        "message",
+        "every_seconds",
+        "cron_expr",
+        "tz",
+        "at",
+        "job_id",
+    }
     assert set(params["edit_file"]["properties"]) == {"path", "old_text", "new_text", "replace_all"}
     assert set(params["append_file"]["properties"]) == {"path", "content"}
     assert set(params["list_dir"]["properties"]) == {"path", "recursive"}

@@ -9,9 +9,10 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 
 from agent.conf import agent_settings
-from agent.turn import memory
+from agent.turn import cron, heartbeat, memory, subagents
 from agent.turn.runs import execute
-from cron_app.services import ensure_schedule
+from cron_app import schedules as job_schedules
+from cron_app.services import drop_schedule, ensure_schedule
 from sessions_app import selectors, services
 from sessions_app.models import Run
 
@@ -31,12 +32,33 @@ def run_queued_task(run_id: str) -> str:
     return finished.status if finished is not None else "missing"
 
 
+def run_subagent(run_id: str) -> str:
+    """Run a sub-agent that `spawn` queued, then announce how it ended to its parent."""
+    return async_to_sync(subagents.run_spawned)(UUID(run_id))
+
+
+def announce_subagent(run_id: str) -> None:
+    """Tell a sub-agent's parent session how it ended (one whose worker died, say)."""
+    async_to_sync(subagents.announce)(UUID(run_id))
+
+
+def run_cron_job(job_id: int, scheduled: bool = True) -> str:
+    """Run a cron job: fired by its schedule, or by "run now" (`scheduled` False)."""
+    return async_to_sync(cron.run_job)(job_id, scheduled=scheduled)
+
+
+def run_heartbeat() -> str:
+    """Scheduled (`ensure_schedules`): look at HEARTBEAT.md, act if it asks for something."""
+    return async_to_sync(heartbeat.beat)(agent_settings())
+
+
 def consolidate_memory(session_id: int, model: str) -> bool:
     """Summarise the oldest part of a long session into memory (`agent.turn.memory`)."""
     return async_to_sync(memory.consolidate)(session_id, model=model, conf=agent_settings())
 
 
 SWEEP_SCHEDULE = "Fail dead runs"
+HEARTBEAT_SCHEDULE = "Heartbeat"
 
 
 def ensure_schedules(**kwargs: Any) -> None:
@@ -44,12 +66,26 @@ def ensure_schedules(**kwargs: Any) -> None:
     even if someone deleted one in the admin since."""
     # Every 20 seconds; the worker looks at its schedules every 30.
     ensure_schedule(name=SWEEP_SCHEDULE, func=f"{__name__}.fail_dead_runs", cron="* * * * * */20")
+    interval = agent_settings().heartbeat_interval
+    if interval > 0:
+        minutes = max(1, round(interval / 60))  # django-q2 counts intervals in minutes
+        ensure_schedule(name=HEARTBEAT_SCHEDULE, func=f"{__name__}.run_heartbeat", minutes=minutes)
+    else:
+        drop_schedule(name=HEARTBEAT_SCHEDULE)
 
 
 def fail_dead_runs() -> int:
     """Scheduled (`ensure_schedules`): mark failed the turns whose process died, whichever
-    door started them. Open chats show it (`ChatConsumer._follow`)."""
-    count = services.fail_dead_runs()
-    if count:
-        logger.warning("marked %d turn(s) failed: the process running them died", count)
-    return count
+    door started them, and tell the sessions that started such sub-agents. Open chats show
+    it (`ChatConsumer._follow`). Also puts back any cron job's lost schedule."""
+    dead = services.fail_dead_runs()
+    if dead:
+        logger.warning("marked %d turn(s) failed: the process running them died", len(dead))
+    from django_q.tasks import async_task
+
+    for run_id in selectors.subagents_among(run_ids=dead):
+        async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
+    lost = job_schedules.resync()
+    if lost:
+        logger.warning("put back the schedules of %d cron job(s)", lost)
+    return len(dead)

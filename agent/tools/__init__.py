@@ -6,7 +6,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from agent.tools.base import Deliver, Tool, ToolContext, ToolError
+from agent.tools.background import CronTool, SpawnTool, SubagentTool
+from agent.tools.base import Agents, Deliver, JobInfo, Schedules, Tool, ToolContext, ToolError
 from agent.tools.files import (
     AppendFileTool,
     EditFileTool,
@@ -24,16 +25,22 @@ from agent.tools.skills import ReadSkillTool
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "Agents",
     "AppendFileTool",
+    "CronTool",
     "Deliver",
     "EditFileTool",
     "ExecTool",
     "GlobTool",
     "GuardError",
+    "JobInfo",
     "Limits",
     "ListDirTool",
     "ReadFileTool",
     "ReadSkillTool",
+    "Schedules",
+    "SpawnTool",
+    "SubagentTool",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -56,8 +63,9 @@ def build_registry(
     exec_limits: Limits | None = None,
     extra: Iterable[Tool] = (),
 ) -> ToolRegistry:
-    """A registry with the file tools and ``exec``, all fenced to ``workspace``, then the
-    ``extra`` tools (one of the same name replaces a built-in one).
+    """A registry with the file tools and ``exec``, all fenced to ``workspace``, the skill
+    reader, the sub-agent and cron tools, then the ``extra`` tools (one of the same name
+    replaces a built-in one).
 
     ``exec_env`` is the environment shell commands start from; None inherits the server's,
     so pass a scrubbed mapping when the server's environment holds secrets. ``exec_limits``
@@ -75,6 +83,9 @@ def build_registry(
         GlobTool(ws),
         ExecTool(ws, timeout=exec_timeout, env=exec_env, limits=exec_limits),
         ReadSkillTool(ws.root, exec_env if exec_env is not None else {}),
+        SpawnTool(),
+        SubagentTool(),
+        CronTool(),
         *extra,
     ):
         registry.register(tool)

@@ -27,6 +27,52 @@ class Deliver(Protocol):
         """Deliver ``content`` to ``session_key`` (the turn's own session when None)."""
 
 
+class Agents(Protocol):
+    """Starts sub-agents for the turn: agents of their own, with a task and no history."""
+
+    async def spawn(self, task: str, label: str) -> str:
+        """Queue a sub-agent; return its id at once. It reports back to the turn's session
+        when it ends."""
+
+    async def run(self, task: str, label: str) -> str:
+        """Run a sub-agent to its end and return its answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A scheduled job as the `cron` tool shows it."""
+
+    id: int
+    name: str
+    message: str
+    schedule: str
+    session: str
+    enabled: bool
+    next_run: str | None
+    last_status: str
+
+
+class Schedules(Protocol):
+    """The scheduled jobs of the turn's owner; `add` schedules one for the turn's session.
+    Every method raises `ToolError` with a reason the model can act on."""
+
+    async def add(
+        self,
+        *,
+        message: str,
+        every_seconds: int | None,
+        cron_expr: str | None,
+        tz: str | None,
+        at: str | None,
+    ) -> JobInfo: ...
+
+    async def list(self) -> list[JobInfo]: ...
+
+    async def remove(self, job_id: int) -> JobInfo: ...
+
+    async def set_enabled(self, job_id: int, enabled: bool) -> JobInfo: ...
+
+
 async def _undeliverable(content: str, *, session_key: str | None = None) -> None:
     raise ToolError("this turn has nowhere to deliver messages")
 
@@ -45,6 +91,10 @@ class ToolContext:
     run_id: str = ""
     owner_id: int | None = None
     deliver: Deliver = _undeliverable
+    # None where the turn may not start sub-agents (a sub-agent's own turn) or schedule jobs
+    # (a cron run, a sub-agent): the tools say so.
+    agents: Agents | None = None
+    schedules: Schedules | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod

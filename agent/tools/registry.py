@@ -33,6 +33,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
         self._definitions: list[dict[str, Any]] | None = None
+        self._subsets: dict[frozenset[str], ToolRegistry] = {}
 
     def register(self, tool: Tool) -> None:
         """Add ``tool``, replacing any tool of the same name."""
@@ -43,12 +44,14 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._validators.pop(tool.name, None)
         self._definitions = None
+        self._subsets.clear()
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name``; unknown names are ignored."""
         self._tools.pop(name, None)
         self._validators.pop(name, None)
         self._definitions = None
+        self._subsets.clear()
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -77,6 +80,19 @@ class ToolRegistry:
         if validator is None:
             validator = self._validators[tool.name] = _validator_for(tool.parameters)
         return validator
+
+    def without(self, names: frozenset[str]) -> ToolRegistry:
+        """The same tools but `names`: the registry of a turn that may not use those (a
+        sub-agent's). Made once per set of names."""
+        if not names & self._tools.keys():
+            return self
+        subset = self._subsets.get(names)
+        if subset is None:
+            subset = self._subsets[names] = ToolRegistry()
+            for tool in self._tools.values():
+                if tool.name not in names:
+                    subset._tools[tool.name] = tool
+        return subset
 
     def for_turn(self, ctx: ToolContext) -> TurnTools:
         """The registry as the turn of ``ctx`` sees it."""

@@ -6,7 +6,7 @@ import logging
 
 from django.contrib.auth.models import User
 
-from agent.events import Emit, MessageEvent
+from agent.events import Emit, Event, MessageEvent
 from agent.turn import fanout, store
 from sessions_app.models import Session
 
@@ -29,6 +29,14 @@ class Delivery:
             await self.emit(MessageEvent(role="assistant", content=content, run_id=self.run_id))
             return
         target = await store.get_or_create_session(key=session_key, owner=self.owner)
-        await store.add_message(session=target, message={"role": "assistant", "content": content})
-        await fanout.publish(target.pk, MessageEvent(role="assistant", content=content))
+        await post(target, content)
         logger.info("run %s delivered a message to %s", self.run_id, session_key)
+
+
+async def post(target: Session, content: str, *after: Event) -> None:
+    """Deliver `content` to `target` from outside its turns: saved there as the agent's
+    message, then shown on its open sockets, followed by the `after` events."""
+    await store.add_message(session=target, message={"role": "assistant", "content": content})
+    await fanout.publish(target.pk, MessageEvent(role="assistant", content=content))
+    for event in after:
+        await fanout.publish(target.pk, event)

@@ -30,6 +30,9 @@ SHARED_TYPES = frozenset(
         "tool_result",
         "thinking_finished",
         "message",
+        "subagent_spawned",
+        "subagent_completed",
+        "cron_executed",
     }
 )
 HANDLER = "session.event"

@@ -26,9 +26,12 @@ from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import ToolContext
 from agent.turn import memory, store
+from agent.turn.cron import OwnerSchedules
 from agent.turn.delivery import Delivery
 from agent.turn.message_log import MessageLog
 from agent.turn.model_config import llm_config
+from agent.turn.profiles import profile_for
+from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import tool_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
@@ -81,12 +84,20 @@ class TurnRunner:
         self.model = model
         self.conf = conf
         self.log = MessageLog(session, run)
+        self.profile = profile_for(run.channel)
+        owner_id = owner.pk if owner else None
         self.ctx = ToolContext(
             session_key=session.key,
             channel=run.channel,
             run_id=self.run_id,
-            owner_id=owner.pk if owner else None,
+            owner_id=owner_id,
             deliver=Delivery(session, owner, emit, run_id=self.run_id),
+            agents=None
+            if self.profile.subagent
+            else SessionAgents(session, owner, emit, model=model),
+            schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
+            if self.profile.schedules
+            else None,
         )
         self.loop: AgentLoop | None = None
         # What the history cost of what a model call may send, once the turn has started.
@@ -94,13 +105,19 @@ class TurnRunner:
 
     async def __call__(self) -> TurnResult:
         # History is everything saved before this turn's own user message.
-        history = await store.recent_messages(
-            session=self.session, limit=self.conf.memory_window, before_run=self.run.pk
+        history = (
+            await store.recent_messages(
+                session=self.session, limit=self.conf.memory_window, before_run=self.run.pk
+            )
+            if self.profile.history
+            else []
         )
         await self.emit(ThinkingStarted(run_id=self.run_id))
         # The user's words as stored: other tabs show them, and a page that was still
-        # loading its history when the message left gets it back.
-        await self.emit(MessageEvent(role="user", content=self.content, run_id=self.run_id))
+        # loading its history when the message left gets it back. A system announcement is
+        # the model's input but no one's words: clients show it as a note.
+        role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
+        await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
         task = asyncio.current_task()
         assert task is not None  # a turn is always awaited inside a task
         unwatch = watch_run(self.run.pk, task)
@@ -136,8 +153,9 @@ class TurnRunner:
 
     async def consolidate_if_due(self) -> None:
         """Queue the session's consolidation if it has grown enough. Called once the
-        session's lock is released: nothing here may hold up the next turn."""
-        if self.history_share is None:
+        session's lock is released: nothing here may hold up the next turn. A turn that
+        reads no history (a sub-agent's, a heartbeat's) leaves nothing worth remembering."""
+        if self.history_share is None or not self.profile.history:
             return
         try:
             tokens, limit = self.history_share
@@ -150,24 +168,9 @@ class TurnRunner:
             logger.exception("could not queue the consolidation of %s", self.session.key)
 
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
-        tools = tool_registry(self.conf).for_turn(self.ctx)
+        tools = tool_registry(self.conf).without(self.profile.hidden_tools).for_turn(self.ctx)
         llm = LLM(llm_config(self.conf, self.model))
-        skills = await store.offered_skills(
-            workspace=self.conf.workspace, environment=self.conf.exec_env
-        )
-        remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
-        summary = await store.latest_summary(session_id=self.session.pk)
-        system = {
-            "role": "system",
-            "content": context.system_prompt(
-                workspace=self.conf.workspace,
-                tool_names=tools.names(),
-                sections=[
-                    *context.memory_sections(long_term=remembered, summary=summary),
-                    *context.skills_sections(skills),
-                ],
-            ),
-        }
+        system = {"role": "system", "content": await self._system_prompt(tools.names())}
         user = context.user_message(self.content, now=timezone.localtime())
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
@@ -176,7 +179,9 @@ class TurnRunner:
             llm=llm,
             tools=tools,
             emit=self.emit,
-            max_iterations=self.conf.max_iterations,
+            max_iterations=self.conf.subagent_max_iterations
+            if self.profile.subagent
+            else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
         )
@@ -187,6 +192,23 @@ class TurnRunner:
         outcome = await self.loop.run(system, history, user)
         await self.log.flush()
         return outcome
+
+    async def _system_prompt(self, tool_names: list[str]) -> str:
+        if self.profile.subagent:
+            return context.subagent_prompt(workspace=self.conf.workspace, tool_names=tool_names)
+        skills = await store.offered_skills(
+            workspace=self.conf.workspace, environment=self.conf.exec_env
+        )
+        remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
+        summary = await store.latest_summary(session_id=self.session.pk)
+        return context.system_prompt(
+            workspace=self.conf.workspace,
+            tool_names=tool_names,
+            sections=[
+                *context.memory_sections(long_term=remembered, summary=summary),
+                *context.skills_sections(skills),
+            ],
+        )
 
     async def _close_stopped(self) -> None:
         # What the turn did before the stop still counts: iterations, tools, tokens.

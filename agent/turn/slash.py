@@ -20,7 +20,7 @@ NEW_WAIT_SECONDS = 60
 
 HELP = """Commands:
 /new — archive this conversation and start afresh
-/stop — stop the running turn
+/stop — stop the running turn and its sub-agents
 /model NAME — use another model in this session (no name: show the current one)
 /help — this list"""
 

@@ -6,7 +6,10 @@ rest of the agent stays plain async code.
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from sessions_app import memory as memories
 from sessions_app import selectors, services
@@ -30,6 +33,9 @@ beat = sync_to_async(services.beat)
 queue_run = sync_to_async(services.queue_run)
 begin_run = sync_to_async(services.begin_run)
 cancel_run = sync_to_async(services.cancel_run)
+queue_subagent = sync_to_async(services.queue_subagent)
+fail_unfinished_run = sync_to_async(services.fail_unfinished_run)
+subagent_run = sync_to_async(selectors.subagent_run)
 offered_skills = sync_to_async(skill_selectors.offered_skills)
 long_term_memory = sync_to_async(memories.long_term_memory)
 latest_summary = sync_to_async(memories.latest_summary)
@@ -39,3 +45,12 @@ latest_summary = sync_to_async(memories.latest_summary)
 def more_unconsolidated_than(*, session_id: int, count: int) -> bool:
     # Looks `count` rows in, not at all of them: a session may hold a hundred thousand.
     return memories.unconsolidated(session_id=session_id)[count : count + 1].exists()
+
+
+@sync_to_async
+def enqueue(func: str, *args: Any, task_name: str) -> None:
+    """Hand `func` (a dotted path) to the worker, once what the caller wrote is committed:
+    before, the worker could look for rows it cannot see yet."""
+    from django_q.tasks import async_task  # the queue's client loads with its first job
+
+    transaction.on_commit(lambda: async_task(func, *args, task_name=task_name))

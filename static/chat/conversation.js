@@ -123,7 +123,11 @@ export class Conversation {
   }
 
   addSystem(text, kind = "info") {
-    return this.add(el("div", { class: `sys-line sys-${kind}`, role: "note" }, icon("info"), el("span", { text })));
+    // A long note (a sub-agent's report to the agent) shows its first line; the rest on hover.
+    const [first, ...rest] = String(text).split("\n");
+    const more = rest.some((line) => line.trim());
+    const line = el("span", { text: first, title: more ? text : undefined });
+    return this.add(el("div", { class: `sys-line sys-${kind}`, role: "note" }, icon("info"), line));
   }
 
   // ---- streaming --------------------------------------------------------

@@ -1,0 +1,169 @@
+"""Cron jobs as the agent runs them, and as its `cron` tool changes them.
+
+A run of job N is a turn of session `cron:N` (the job's owner's) with the job's message;
+its answer is then delivered to the session the job reports to: saved there, and shown on
+its open sockets as a `message` frame followed by `cron_executed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from agent.conf import agent_settings
+from agent.events import CronExecuted
+from agent.tools import JobInfo, ToolError
+from agent.turn import store
+from agent.turn.delivery import post
+from agent.turn.errors import TurnError
+from agent.turn.fanout import GroupSink
+from cron_app import selectors as jobs
+from cron_app import services as job_services
+from cron_app.models import CronJob
+from sessions_app import services as session_services
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "cron"
+
+
+async def run_job(job_id: int, *, scheduled: bool = True) -> str:
+    """Run job `job_id` now; `scheduled` when its schedule fired (it is then planned for
+    its next time first, whatever becomes of this run). How the run ended."""
+    job = await sync_to_async(jobs.get_job)(job_id=job_id)
+    if job is None:
+        logger.warning("cron job %s no longer exists", job_id)
+        return "missing"
+    if scheduled:
+        if not job.enabled:
+            return "disabled"  # disabled between its schedule firing and now
+        await sync_to_async(job_services.rearm)(job_id=job.pk, due=job.next_run)
+    started = timezone.now()
+    status, text = await _turn(job)
+    await sync_to_async(job_services.record_run)(
+        job_id=job.pk,
+        status=status,
+        error="" if status in ("succeeded", "skipped") else text,
+        when=started,
+    )
+    if status == "skipped":
+        logger.info("cron job %s is still running; this run is skipped", job.pk)
+        return status
+    target = await store.get_or_create_session(key=job.session, owner=job.owner)
+    await post(target, text, CronExecuted(job_id=str(job.pk), status=status))
+    return status
+
+
+async def _turn(job: CronJob) -> tuple[str, str]:
+    from agent.turn.service import run_queued
+
+    session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
+    model = session.model or agent_settings().model
+    run = await sync_to_async(session_services.queue_run_unless_busy)(
+        session=session, channel=CHANNEL, prompt=job.message, model=model
+    )
+    if run is None:
+        return "skipped", ""
+    try:
+        result = await run_queued(run, owner=job.owner, emit=GroupSink(session.pk))
+    except TurnError as exc:
+        await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
+        return "failed", str(exc)
+    return result.status, result.text
+
+
+class OwnerSchedules:
+    """`ToolContext.schedules`: the jobs of the turn's owner; new ones report to the turn's
+    session."""
+
+    def __init__(self, *, owner_id: int | None, session_key: str) -> None:
+        self.owner_id = owner_id
+        self.session_key = session_key
+
+    async def add(
+        self,
+        *,
+        message: str,
+        every_seconds: int | None,
+        cron_expr: str | None,
+        tz: str | None,
+        at: str | None,
+    ) -> JobInfo:
+        fields: dict[str, Any] = {"message": message, "session": self.session_key}
+        if every_seconds:
+            fields.update(kind=CronJob.Kind.EVERY, every_seconds=every_seconds)
+        elif cron_expr:
+            fields.update(kind=CronJob.Kind.CRON, cron_expr=cron_expr.strip(), tz=tz or "UTC")
+        else:
+            fields.update(kind=CronJob.Kind.AT, at=_moment(at or "", tz), tz=tz or "UTC")
+        try:
+            job = await sync_to_async(job_services.create_job)(owner_id=self.owner_id, **fields)
+        except ValidationError as exc:
+            raise ToolError(_reason(exc)) from None
+        return _info(job)
+
+    async def list(self) -> list[JobInfo]:
+        return await sync_to_async(lambda: [_info(j) for j in jobs.jobs_of(owner=self.owner_id)])()
+
+    async def remove(self, job_id: int) -> JobInfo:
+        job = await self._find(job_id)
+        await sync_to_async(job_services.delete_job)(job=job)
+        return _info(job)
+
+    async def set_enabled(self, job_id: int, enabled: bool) -> JobInfo:
+        job = await self._find(job_id)
+        job = await sync_to_async(job_services.set_enabled)(job=job, enabled=enabled)
+        return _info(job)
+
+    async def _find(self, job_id: int) -> CronJob:
+        job = await sync_to_async(jobs.find_job)(job_id=job_id, owner=self.owner_id)
+        if job is None:
+            raise ToolError(f"there is no job {job_id} (the list action shows them)")
+        return job
+
+
+def _moment(text: str, tz: str | None) -> datetime:
+    """An ISO 8601 time; one without an offset is read in `tz`, else in UTC."""
+    try:
+        moment = parse_datetime(text.strip())
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise ToolError(f"at: {text!r} is not an ISO 8601 time such as 2026-12-24T18:00:00+01:00")
+    if moment.tzinfo is None:
+        try:
+            zone = ZoneInfo(tz or "UTC")
+        except Exception:
+            raise ToolError(
+                f"tz: unknown time zone {tz!r}; use an IANA name such as Europe/Paris"
+            ) from None
+        moment = moment.replace(tzinfo=zone)
+    if moment <= timezone.now():
+        raise ToolError(f"at: {text} is in the past (now is {timezone.now():%Y-%m-%dT%H:%M:%SZ})")
+    return moment
+
+
+def _reason(error: ValidationError) -> str:
+    if hasattr(error, "message_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items())
+    return " ".join(error.messages)
+
+
+def _info(job: CronJob) -> JobInfo:
+    return JobInfo(
+        id=job.pk,
+        name=job.name,
+        message=job.message,
+        schedule=job.describe(),
+        session=job.session,
+        enabled=job.enabled,
+        next_run=job.next_run.isoformat(timespec="seconds") if job.next_run else None,
+        last_status=job.last_status,
+    )

@@ -1,0 +1,141 @@
+"""Cron jobs: a message the agent is given on a schedule, and where its answer goes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from cron_app import timing
+
+
+class CronJob(models.Model):
+    """Runs `message` as a turn of session `cron:<id>` and delivers the answer to `session`
+    (a key in the owner's key space). Each enabled job is backed by a django-q2 schedule
+    that fires at `next_run` (`cron_app.signals`)."""
+
+    class Kind(models.TextChoices):
+        EVERY = timing.EVERY, "every N seconds"
+        CRON = timing.CRON, "cron expression"
+        AT = timing.AT, "once, at a time"
+
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        SKIPPED = "skipped"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="cron_jobs",
+    )
+    name = models.CharField(max_length=200)
+    message = models.TextField(help_text="What the agent is asked each time the job runs.")
+    session = models.CharField(
+        max_length=255, help_text="Key of the session that receives the answer, e.g. web:abc."
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.EVERY)
+    every_seconds = models.PositiveIntegerField(null=True, blank=True)
+    cron_expr = models.CharField(
+        max_length=120, blank=True, help_text="Five fields: minute hour day month weekday."
+    )
+    tz = models.CharField(max_length=64, default="UTC", help_text="IANA time zone of cron_expr.")
+    at = models.DateTimeField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    last_run = models.DateTimeField(null=True, blank=True)
+    last_status = models.CharField(max_length=16, choices=Status.choices, blank=True)
+    last_error = models.TextField(blank=True)
+    # When its schedule fires next; empty while disabled or when it will not run again.
+    next_run = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = "cron job"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.describe()})"
+
+    @property
+    def session_key(self) -> str:
+        """The session its own turns run in."""
+        return f"cron:{self.pk}"
+
+    def describe(self) -> str:
+        return timing.describe(
+            kind=self.kind,
+            every_seconds=self.every_seconds,
+            cron_expr=self.cron_expr,
+            tz=self.tz,
+            at=self.at,
+        )
+
+    def clean(self) -> None:
+        errors: dict[str, Any] = {}
+        if self.kind == self.Kind.EVERY:
+            if not self.every_seconds or self.every_seconds < timing.MIN_EVERY_SECONDS:
+                errors["every_seconds"] = (
+                    f"a job of kind 'every' needs every_seconds of at least "
+                    f"{timing.MIN_EVERY_SECONDS}"
+                )
+        elif self.kind == self.Kind.CRON:
+            if not self.cron_expr:
+                errors["cron_expr"] = "a job of kind 'cron' needs cron_expr, e.g. '0 9 * * *'"
+            else:
+                _collect(errors, timing.check_cron, self.cron_expr)
+        elif self.kind == self.Kind.AT:
+            if self.at is None:
+                errors["at"] = "a job of kind 'at' needs the time to run at (ISO 8601)"
+        else:
+            errors["kind"] = "must be one of every, cron, at"
+        _collect(errors, timing.zone, self.tz)
+        if errors:
+            raise ValidationError(errors)
+
+    def plan(self, now: datetime) -> None:
+        """Set `next_run` for a job just made, changed, or enabled at `now`."""
+        self.next_run = (
+            timing.first_run(
+                kind=self.kind,
+                every_seconds=self.every_seconds,
+                cron_expr=self.cron_expr,
+                tz=self.tz,
+                at=self.at,
+                now=now,
+            )
+            if self.enabled
+            else None
+        )
+
+    def plan_after(self, due: datetime, now: datetime) -> None:
+        """Set `next_run` for the run after the one due at `due`."""
+        self.next_run = (
+            timing.following(
+                kind=self.kind,
+                every_seconds=self.every_seconds,
+                cron_expr=self.cron_expr,
+                tz=self.tz,
+                due=due,
+                now=now,
+            )
+            if self.enabled
+            else None
+        )
+
+
+# What a change of makes a new plan necessary.
+SCHEDULE_FIELDS = frozenset({"kind", "every_seconds", "cron_expr", "tz", "at", "enabled"})
+
+
+def _collect(errors: dict[str, Any], check: Any, value: str) -> None:
+    try:
+        check(value)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)

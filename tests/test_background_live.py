@@ -1,0 +1,168 @@
+"""Background work in a real django-q2 cluster (`manage.py qcluster`): a cron job fires on
+time, a spawned sub-agent reports back, and a sub-agent whose worker is killed is reported
+failed. The database is the cluster's: the test reads and writes it from other processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, python
+from tests.llm_server import ScriptedLLM
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# django-q2's cluster looks for due schedules every 30 seconds, the first time 30 seconds
+# after it starts.
+SCHEDULER_CYCLE = 30
+
+
+def query(env: dict[str, str], code: str) -> Any:
+    """Run `code` (Django set up; it binds `result`) against the cluster's database."""
+    program = (
+        "import json, django, os\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'agentsite.settings')\n"
+        "django.setup()\n"
+        f"{code}\n"
+        "print(json.dumps(result, default=str))\n"
+    )
+    done = python(program, env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def cluster(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, start_new_session=True
+    )
+    try:
+        yield worker
+    finally:
+        if worker.poll() is None:
+            worker.terminate()
+            worker.wait(timeout=30)
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def messages(env: dict[str, str], key: str) -> list[list[str]]:
+    return query(
+        env,
+        "from sessions_app.models import Message\n"
+        f"result = list(Message.objects.filter(session__key={key!r}).values_list('role', 'content'))",
+    )
+
+
+def agent(env: dict[str, str], text: str, session: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "agent", "-m", text, "--session", session],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_cron_job_fires_on_time(site_env: dict[str, str], llm: ScriptedLLM) -> None:
+    llm.reply("Good morning! Three meetings today.")
+    with cluster(site_env):
+        # Due a little before the cluster's first look at its schedules.
+        job = query(
+            site_env,
+            "from datetime import timedelta\n"
+            "from django.utils import timezone\n"
+            "from cron_app.services import create_job\n"
+            "job = create_job(message='Brief me', session='cli:inbox', kind='at',"
+            f" at=timezone.now() + timedelta(seconds={SCHEDULER_CYCLE - 8}))\n"
+            "result = {'id': job.pk, 'at': job.at.isoformat()}",
+        )
+        ran = wait_for(
+            lambda: query(
+                site_env,
+                "from cron_app.models import CronJob\n"
+                f"job = CronJob.objects.get(pk={job['id']})\n"
+                "result = job.last_run and {'last_run': job.last_run.isoformat(),"
+                " 'status': job.last_status, 'enabled': job.enabled}",
+            ),
+            timeout=SCHEDULER_CYCLE + 30,
+            what="the cron job to run",
+        )
+    late = (
+        datetime.fromisoformat(ran["last_run"]) - datetime.fromisoformat(job["at"])
+    ).total_seconds()
+    assert 0 <= late <= SCHEDULER_CYCLE + 2, late
+    assert ran["status"] == "succeeded" and ran["enabled"] is False  # a one-off job
+    assert messages(site_env, "cli:inbox") == [["assistant", "Good morning! Three meetings today."]]
+    assert "Brief me" in llm.requests[0]["messages"][-1]["content"]
+
+
+def test_a_spawned_subagent_reports_back(site_env: dict[str, str], llm: ScriptedLLM) -> None:
+    llm.tool_call("spawn", {"task": "Find the biggest file", "label": "biggest"})
+    llm.reply("I've asked a helper.")
+    agent(site_env, "what is the biggest file?", "cli:boss")
+    assert messages(site_env, "cli:boss")[-1] == ["assistant", "I've asked a helper."]
+
+    llm.reply("report.pdf, 3 MB")  # the sub-agent
+    llm.reply("The biggest file is report.pdf (3 MB).")  # the announcement's turn
+    with cluster(site_env):
+        told = wait_for(
+            lambda: (
+                (found := messages(site_env, "cli:boss"))[-1][1].startswith("The biggest") and found
+            ),
+            timeout=60,
+            what="the sub-agent's announcement",
+        )
+    announcement = told[-2]
+    assert announcement[0] == "user" and "[The sub-agent 'biggest' finished.]" in announcement[1]
+    assert "report.pdf, 3 MB" in announcement[1]
+    assert llm.requests[2]["messages"][0]["content"].startswith("You are a sub-agent")
+
+
+def test_a_subagent_whose_worker_is_killed_is_reported_failed(
+    site_env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    llm.tool_call("spawn", {"task": "Think for a long time", "label": "ponder"})
+    llm.reply("Started.")
+    agent(site_env, "ponder this", "cli:boss")
+    llm.hang(120)  # the sub-agent's model call: its worker dies meanwhile
+    with cluster(site_env) as doomed:
+        wait_for(lambda: len(llm.requests) == 3, timeout=60, what="the sub-agent to start")
+        os.killpg(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+    killed = time.monotonic()
+
+    llm.reply("Sorry: the helper pondering this stopped before it finished.")
+    with cluster(site_env):
+        told = wait_for(
+            lambda: (found := messages(site_env, "cli:boss"))[-1][1].startswith("Sorry") and found,
+            timeout=SCHEDULER_CYCLE + 40,
+            what="the failure's announcement",
+        )
+    assert time.monotonic() - killed < SCHEDULER_CYCLE + 40
+    assert "[The sub-agent 'ponder' failed.]" in told[-2][1]
+    status = query(
+        site_env,
+        "from sessions_app.models import Run\nresult = Run.objects.get(channel='subagent').status",
+    )
+    assert status == "failed"

@@ -1,0 +1,310 @@
+"""Cron jobs: the `cron` tool, a job's django-q2 schedule kept in step with it, and a run
+delivering its answer to the job's session."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django_q.models import Schedule
+
+from agent.doors.worker import run_cron_job
+from agent.turn.service import SessionRef, run_turn
+from cron_app import services, timing
+from cron_app.models import CronJob
+from sessions_app.models import Message, Run, Session
+from tests.jobs import GroupListener, as_worker, hold_queue
+from tests.llm_server import ScriptedLLM
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
+
+
+def schedule_of(job: CronJob) -> Schedule | None:
+    return Schedule.objects.filter(name=f"cron job {job.pk}").first()
+
+
+def tool_results(key: str) -> list[str]:
+    return list(
+        Message.objects.filter(session__key=key, role="tool").values_list("content", flat=True)
+    )
+
+
+@pytest.fixture
+def ada(db: None) -> User:
+    return User.objects.create_user("ada", password="pw")
+
+
+async def test_the_cron_tool_schedules_a_job_for_the_session_it_is_called_from(
+    llm: ScriptedLLM, ada: User
+) -> None:
+    llm.tool_call(
+        "cron",
+        {
+            "action": "add",
+            "message": "Check the build",
+            "cron_expr": "0 9 * * 1-5",
+            "tz": "Europe/Paris",
+        },
+    )
+    llm.tool_call("cron", {"action": "list"})
+    llm.reply("Scheduled.")
+    await run_turn(SessionRef("web:a1", ada), "remind me", channel="web")
+
+    job = await sync_to_async(CronJob.objects.get)()
+    assert (job.owner_id, job.session, job.kind) == (ada.pk, "web:a1", "cron")
+    assert (job.cron_expr, job.tz, job.message) == (
+        "0 9 * * 1-5",
+        "Europe/Paris",
+        "Check the build",
+    )
+    local = job.next_run.astimezone(timing.zone("Europe/Paris"))
+    assert (local.hour, local.minute) == (9, 0) and local.weekday() < 5
+    schedule = await sync_to_async(schedule_of)(job)
+    assert schedule is not None and schedule.next_run == job.next_run
+    assert schedule.func == "agent.doors.worker.run_cron_job"
+    added, listed = await sync_to_async(tool_results)("web:a1")
+    assert added.startswith(f"Scheduled job {job.pk}: cron '0 9 * * 1-5' (Europe/Paris)")
+    assert f"#{job.pk} 'Check the build'" in listed and "reports to web:a1" in listed
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        (
+            {"action": "add", "message": "x", "cron_expr": "61 * * * *"},
+            "cron_expr: '61 * * * *' is not a cron expression",
+        ),
+        (
+            {"action": "add", "message": "x", "cron_expr": "0 9 * * *", "tz": "Mars/Olympus"},
+            "tz: unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            {"action": "add", "message": "x", "every_seconds": 5},
+            "every_seconds: a job of kind 'every' needs every_seconds of at least 30",
+        ),
+        (
+            {"action": "add", "message": "x", "at": "2001-01-01T00:00:00Z"},
+            "at: 2001-01-01T00:00:00Z is in the past",
+        ),
+        (
+            {"action": "add", "message": "x", "at": "next tuesday"},
+            "at: 'next tuesday' is not an ISO 8601 time",
+        ),
+        (
+            {"action": "add", "message": "x"},
+            "add needs exactly one of every_seconds, cron_expr or at",
+        ),
+        ({"action": "add", "every_seconds": 60}, "add needs message"),
+        ({"action": "remove"}, "remove needs job_id"),
+        ({"action": "disable", "job_id": 999}, "there is no job 999"),
+    ],
+)
+async def test_bad_jobs_are_errors_the_model_can_read(
+    llm: ScriptedLLM, ada: User, arguments: dict[str, Any], reason: str
+) -> None:
+    llm.tool_call("cron", arguments).reply("I see.")
+    await run_turn(SessionRef("web:a1", ada), "schedule it", channel="web")
+    [result] = await sync_to_async(tool_results)("web:a1")
+    assert result.startswith("Error") and reason in result, result
+    assert await sync_to_async(CronJob.objects.count)() == 0
+
+
+async def test_a_user_lists_and_changes_only_their_own_jobs(llm: ScriptedLLM, ada: User) -> None:
+    bob = await sync_to_async(User.objects.create_user)("bob")
+    theirs = await sync_to_async(services.create_job)(
+        owner=bob, message="bob's", session="web:b", kind="every", every_seconds=60
+    )
+    llm.tool_call("cron", {"action": "list"})
+    llm.tool_call("cron", {"action": "remove", "job_id": theirs.pk})
+    llm.reply("ok")
+    await run_turn(SessionRef("web:a1", ada), "jobs?", channel="web")
+    listed, removed = await sync_to_async(tool_results)("web:a1")
+    assert listed == "No scheduled jobs."
+    assert removed.startswith(f"Error: there is no job {theirs.pk}")
+    assert await sync_to_async(CronJob.objects.filter(pk=theirs.pk).exists)()
+
+
+def test_the_schedule_follows_the_job_through_every_change(ada: User) -> None:
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=120
+    )
+    assert schedule_of(job).next_run == job.next_run
+    assert abs((job.next_run - timezone.now()).total_seconds() - 120) < 5
+
+    services.update_job(job=job, every_seconds=3600)
+    assert schedule_of(job).next_run == job.next_run
+    assert abs((job.next_run - timezone.now()).total_seconds() - 3600) < 5
+
+    services.set_enabled(job=job, enabled=False)
+    assert schedule_of(job) is None and job.next_run is None
+    services.set_enabled(job=job, enabled=True)
+    assert schedule_of(job).next_run == job.next_run is not None
+
+    job.delete()
+    assert not Schedule.objects.filter(name__startswith="cron job").exists()
+
+
+def test_an_invalid_job_is_refused_before_anything_is_saved(ada: User) -> None:
+    with pytest.raises(ValidationError) as caught:
+        services.create_job(
+            owner=ada, message="m", session="web:a", kind="cron", cron_expr="* *", tz="Nowhere"
+        )
+    assert set(caught.value.message_dict) == {"cron_expr", "tz"}
+    assert not CronJob.objects.exists()
+    assert not Schedule.objects.filter(name__startswith="cron job").exists()
+
+
+def test_following_runs_skip_what_was_missed() -> None:
+    due = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    every = {"kind": "every", "every_seconds": 60, "cron_expr": "", "tz": "UTC"}
+    assert timing.following(**every, due=due, now=due + timedelta(seconds=1)) == due + timedelta(
+        minutes=1
+    )
+    # Down for an hour and a half: the next run is the next one to come, not 90 late ones.
+    late = due + timedelta(minutes=90, seconds=30)
+    assert timing.following(**every, due=due, now=late) == due + timedelta(minutes=91)
+    cron = {"kind": "cron", "every_seconds": None, "cron_expr": "30 2 * * *", "tz": "Europe/Paris"}
+    after = timing.following(**cron, due=due, now=late)
+    assert after.astimezone(timing.zone("Europe/Paris")).hour == 2 and after > late
+    # The spring-forward night in Paris (02:30 does not exist on 2026-03-29) is not skipped
+    # into the wrong day.
+    spring = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+    nxt = timing.following(**cron, due=spring, now=spring)
+    assert nxt.date().isoformat() == "2026-03-29"
+
+
+async def test_a_run_is_a_turn_of_its_own_session_delivered_to_the_jobs_session(
+    llm: ScriptedLLM, ada: User
+) -> None:
+    target = await sync_to_async(Session.objects.create)(
+        key="web:a1", channel="web", chat_id="a1", owner=ada
+    )
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="What is the weather?", session="web:a1", kind="every", every_seconds=60
+    )
+    due = job.next_run
+    llm.tool_call("cron", {"action": "list"}).reply("Sunny, 21 °C.")
+
+    async with GroupListener(target.pk) as heard:
+        assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+        frames = await heard.frames(until="cron_executed")
+
+    assert [f["type"] for f in frames] == ["message", "cron_executed"]
+    assert frames[0] == {
+        "type": "message",
+        "role": "assistant",
+        "content": "Sunny, 21 °C.",
+    }
+    assert frames[1] == {"type": "cron_executed", "job_id": str(job.pk), "status": "succeeded"}
+    # The job's own session holds the turn; the target holds the answer.
+    run = await sync_to_async(Run.objects.select_related("session").get)()
+    assert (run.session.key, run.session.owner_id, run.channel) == (
+        f"cron:{job.pk}",
+        ada.pk,
+        "cron",
+    )
+    delivered = await sync_to_async(list)(
+        Message.objects.filter(session=target).values_list("role", "content")
+    )
+    assert delivered == [("assistant", "Sunny, 21 °C.")]
+    # A cron run is offered no `cron` tool, and could not use one.
+    offered = {tool["function"]["name"] for tool in llm.requests[0]["tools"]}
+    assert "cron" not in offered and "spawn" not in offered and "exec" in offered
+    assert (await sync_to_async(tool_results)(f"cron:{job.pk}"))[0].startswith(
+        "Error: unknown tool 'cron'"
+    )
+
+    job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert job.last_status == "succeeded" and job.last_run is not None
+    assert job.next_run == due + timedelta(seconds=60)
+    assert (await sync_to_async(schedule_of)(job)).next_run == job.next_run
+
+
+async def test_a_one_off_job_is_disabled_once_it_ran(llm: ScriptedLLM, ada: User) -> None:
+    job = await sync_to_async(services.create_job)(
+        owner=ada,
+        message="ping",
+        session="web:a1",
+        kind="at",
+        at=timezone.now() + timedelta(hours=1),
+    )
+    llm.reply("pong")
+    assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+    job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert (job.enabled, job.next_run, job.last_status) == (False, None, "succeeded")
+    assert await sync_to_async(schedule_of)(job) is None
+
+
+async def test_a_job_still_running_is_not_started_again(llm: ScriptedLLM, ada: User) -> None:
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="slow", session="web:a1", kind="every", every_seconds=60
+    )
+    session = await sync_to_async(Session.objects.create)(
+        key=f"cron:{job.pk}", channel="cron", chat_id=str(job.pk), owner=ada
+    )
+    await sync_to_async(Run.objects.create)(
+        session=session, channel="cron", prompt="slow", status="running", heartbeat=timezone.now()
+    )
+    assert await as_worker(run_cron_job)(job.pk) == "skipped"
+    assert llm.requests == []
+    job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert job.last_status == "skipped" and job.next_run is not None
+
+
+async def test_a_failed_run_is_recorded_and_reported(
+    llm: ScriptedLLM, ada: User, settings: Any
+) -> None:
+    settings.AGENT_LLM_MAX_RETRIES = 0
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="m", session="web:a1", kind="every", every_seconds=60
+    )
+    llm.fault(401)
+    assert await as_worker(run_cron_job)(job.pk) == "failed"
+    job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert job.last_status == "failed" and job.last_error
+    [(role, content)] = await sync_to_async(list)(
+        Message.objects.filter(session__key="web:a1").values_list("role", "content")
+    )
+    assert role == "assistant" and content == job.last_error
+
+
+async def test_run_now_leaves_the_schedule_alone(
+    llm: ScriptedLLM, ada: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = hold_queue(monkeypatch)
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="m", session="web:a1", kind="every", every_seconds=600
+    )
+    await sync_to_async(services.run_now)(job=job)
+    assert queue.names() == ["run_cron_job"]
+    llm.reply("done")
+    assert await queue.run_all() == ["succeeded"]
+    after = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert after.next_run == job.next_run and after.last_status == "succeeded"
+
+
+def test_a_lost_schedule_is_put_back_by_the_sweep(ada: User) -> None:
+    from agent.doors.worker import fail_dead_runs
+
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
+    )
+    Schedule.objects.filter(name=f"cron job {job.pk}").delete()
+    fail_dead_runs()
+    assert schedule_of(job).next_run == job.next_run
+
+
+def test_json_job_arguments_are_what_django_q_reads(ada: User) -> None:
+    import ast
+
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
+    )
+    assert ast.literal_eval(schedule_of(job).args) == (job.pk,)
+    assert json.loads(json.dumps(job.pk)) == job.pk
