@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from cron_app import timing
 
@@ -85,6 +86,10 @@ class CronJob(models.Model):
                     f"a job of kind 'every' needs every_seconds of at least "
                     f"{timing.MIN_EVERY_SECONDS}"
                 )
+            elif self.every_seconds > timing.MAX_EVERY_SECONDS:
+                errors["every_seconds"] = (
+                    f"at most {timing.MAX_EVERY_SECONDS} (ten years); use a cron expression"
+                )
         elif self.kind == self.Kind.CRON:
             if not self.cron_expr:
                 errors["cron_expr"] = "a job of kind 'cron' needs cron_expr, e.g. '0 9 * * *'"
@@ -93,6 +98,8 @@ class CronJob(models.Model):
         elif self.kind == self.Kind.AT:
             if self.at is None:
                 errors["at"] = "a job of kind 'at' needs the time to run at (ISO 8601)"
+            elif self.enabled and self.last_run is None and self.at <= timezone.now():
+                errors["at"] = f"{self.at.isoformat()} is in the past: the job would never run"
         else:
             errors["kind"] = "must be one of every, cron, at"
         _collect(errors, timing.zone, self.tz)

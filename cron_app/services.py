@@ -52,11 +52,13 @@ def create_job(*, owner: User | None = None, owner_id: int | None = None, **fiel
 
 @transaction.atomic
 def update_job(*, job: CronJob, **fields: Any) -> CronJob:
-    """Change the job; a change of its timing plans it afresh."""
+    """Change the job; a change of its timing plans it afresh (the same values sent back
+    leave its next run where it was)."""
+    changed = {name for name, value in fields.items() if getattr(job, name) != value}
     for name, value in fields.items():
         setattr(job, name, value)
     job.full_clean(exclude=["owner"])
-    if SCHEDULE_FIELDS & fields.keys():
+    if SCHEDULE_FIELDS & changed:
         job.plan(timezone.now())
     job.save()
     return job

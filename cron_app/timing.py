@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from django.core.exceptions import ValidationError
 
 EVERY = "every"
@@ -31,8 +31,13 @@ def zone(name: str) -> ZoneInfo:
         ) from None
 
 
+# A job may wait this long for its next run at most (and no longer: datetime's range ends).
+MAX_EVERY_SECONDS = 10 * 366 * 24 * 3600
+
+
 def check_cron(expr: str) -> None:
-    """Five fields (minute hour day month weekday), as crontab(5) writes them."""
+    """Five fields (minute hour day month weekday), as crontab(5) writes them, that some
+    date matches (`0 0 31 2 *` is well formed, but no February has a 31st)."""
     fields = expr.split()
     if len(fields) != 5 or not croniter.is_valid(expr):
         raise ValidationError(
@@ -41,6 +46,10 @@ def check_cron(expr: str) -> None:
                 "(minute hour day-of-month month day-of-week), e.g. '0 9 * * 1-5'"
             }
         )
+    try:
+        croniter(expr, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC"))).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValidationError({"cron_expr": f"{expr!r} matches no date"}) from None
 
 
 def first_run(

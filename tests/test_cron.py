@@ -85,6 +85,10 @@ async def test_the_cron_tool_schedules_a_job_for_the_session_it_is_called_from(
             "tz: unknown time zone 'Mars/Olympus'",
         ),
         (
+            {"action": "add", "message": "x", "cron_expr": "0 0 31 2 *"},
+            "cron_expr: '0 0 31 2 *' matches no date",
+        ),
+        (
             {"action": "add", "message": "x", "every_seconds": 5},
             "every_seconds: a job of kind 'every' needs every_seconds of at least 30",
         ),
@@ -158,6 +162,22 @@ def test_an_invalid_job_is_refused_before_anything_is_saved(ada: User) -> None:
     assert set(caught.value.message_dict) == {"cron_expr", "tz"}
     assert not CronJob.objects.exists()
     assert not Schedule.objects.filter(name__startswith="cron job").exists()
+
+
+def test_a_one_off_job_in_the_past_is_refused(ada: User) -> None:
+    past = timezone.now() - timedelta(minutes=1)
+    with pytest.raises(ValidationError) as caught:
+        services.create_job(owner=ada, message="m", session="web:a", kind="at", at=past)
+    assert "is in the past" in caught.value.message_dict["at"][0]
+
+
+def test_sending_a_job_back_unchanged_keeps_its_next_run(ada: User) -> None:
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=600
+    )
+    planned = job.next_run
+    services.update_job(job=job, enabled=True, every_seconds=600, name="renamed")
+    assert CronJob.objects.get(pk=job.pk).next_run == planned
 
 
 def test_following_runs_skip_what_was_missed() -> None:
