@@ -13,6 +13,17 @@ def _ensure_schedules(**kwargs: Any) -> None:
     ensure_schedules(**kwargs)
 
 
+def _relay_from_worker(**kwargs: Any) -> None:
+    # django-q2 runs a task in this process: a worker's, unless tasks run inline (its sync
+    # option), in the process that queued them and whose layer is the sockets' own.
+    from django_q.conf import Conf
+
+    if not Conf.SYNC:
+        from agent.turn.relay import write_through_database
+
+        write_through_database()
+
+
 def _check_tools(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
     # A tool that cannot load stops the server at start-up, not its first turn.
     from django.core.exceptions import ImproperlyConfigured
@@ -43,3 +54,6 @@ class AgentConfig(AppConfig):
         django_q = apps.get_app_config("django_q")
         post_migrate.connect(_ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")
         checks.register(_check_tools)
+        from django_q.signals import pre_execute
+
+        pre_execute.connect(_relay_from_worker, dispatch_uid="agent.relay_from_worker")

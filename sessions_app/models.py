@@ -188,3 +188,21 @@ class Memory(models.Model):
     def __str__(self) -> str:
         where = self.session.key if self.session is not None else "long-term"
         return f"{where}: {self.content[:60]}"
+
+
+class Relayed(models.Model):
+    """A channel-layer message for a session's sockets, written by a process that shares no
+    channel layer with the web server (a worker, when there is no Redis). The web server
+    reads these and passes them on (`agent.turn.relay`); they are kept for minutes."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    message = models.JSONField()
+    # The process that wrote it, which does not read it back.
+    origin = models.CharField(max_length=100)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.message.get('type', '?')} for session {self.session_id} from {self.origin}"

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 
-from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
+from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
 
 def recent_messages(
@@ -140,3 +140,15 @@ def latest_session(*, owner: Any, channel: str) -> Session | None:
         .order_by(F("last_turn").desc(nulls_last=True), "-updated")
         .first()
     )
+
+
+def relayed_after(*, after_id: int, limit: int = 500) -> list[tuple[int, int, str, Any]]:
+    """`(id, session id, origin, message)` of the relayed messages past `after_id`, oldest
+    first."""
+    rows = Relayed.objects.filter(pk__gt=after_id).order_by("pk")[:limit]
+    return list(rows.values_list("pk", "session_id", "origin", "message"))
+
+
+def last_relayed_id() -> int:
+    last = Relayed.objects.order_by("-pk").values_list("pk", flat=True).first()
+    return last or 0

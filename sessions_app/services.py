@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.keys import split_key
-from sessions_app.models import STALE_AFTER_SECONDS, Message, Run, Session
+from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
 TITLE_LENGTH = 60
 DIED_ERROR = "the process running this turn stopped before it finished"
@@ -270,3 +270,14 @@ def fail_unfinished_run(*, run_id: UUID, text: str, error: str) -> bool:
     return bool(
         unfinished.update(status=Run.Status.FAILED, text=text, error=error, finished=timezone.now())
     )
+
+
+def relay(*, session_id: int, message: dict[str, Any], origin: str) -> None:
+    """Leave `message` for the web server to pass to the session's sockets; nothing if the
+    session is gone."""
+    if Session.objects.filter(pk=session_id).exists():
+        Relayed.objects.create(session_id=session_id, message=message, origin=origin)
+
+
+def prune_relayed(*, older_than: timedelta) -> int:
+    return Relayed.objects.filter(created__lt=timezone.now() - older_than).delete()[0]

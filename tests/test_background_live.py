@@ -4,6 +4,7 @@ failed. The database is the cluster's: the test reads and writes it from other p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, python
+from tests.conftest import LOGIN, ROOT, manage, python
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,3 +167,37 @@ def test_a_subagent_whose_worker_is_killed_is_reported_failed(
         "from sessions_app.models import Run\nresult = Run.objects.get(channel='subagent').status",
     )
     assert status == "failed"
+
+
+async def test_a_page_sees_its_subagent_report_live_without_redis(
+    live_site: str, site_env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    """Without Redis the worker and the web server share no channel layer: what the worker
+    publishes reaches the page through the database (`agent.turn.relay`). With Redis the
+    layer carries it; the test holds either way."""
+    import websockets
+
+    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    url = live_site.replace("http", "ws") + f"/ws/chat/live1/?token={token}"
+    llm.tool_call("spawn", {"task": "Check the backups", "label": "backups"})
+    llm.reply("A helper is on it.")
+    llm.reply("Backups are fine.")  # the sub-agent
+    llm.reply("Good news: the backups are fine.")  # the report's turn
+    with cluster(site_env):
+        async with websockets.connect(url, origin=live_site) as page:
+            assert json.loads(await page.recv())["type"] == "history"
+            await page.send(json.dumps({"type": "message", "content": "are the backups ok?"}))
+            seen: list[dict[str, Any]] = []
+            async with asyncio.timeout(60):
+                while not (
+                    seen
+                    and seen[-1]["type"] == "message"
+                    and seen[-1]["content"].startswith("Good news")
+                ):
+                    seen.append(json.loads(await page.recv()))
+    kinds = [frame["type"] for frame in seen]
+    assert "subagent_spawned" in kinds and "subagent_completed" in kinds
+    completed = next(frame for frame in seen if frame["type"] == "subagent_completed")
+    assert completed["label"] == "backups" and completed["status"] == "succeeded"
+    notes = [f for f in seen if f["type"] == "message" and f["role"] == "system"]
+    assert len(notes) == 1 and "[The sub-agent 'backups' finished.]" in notes[0]["content"]

@@ -189,7 +189,7 @@ def test_the_agent_brings_an_older_embedded_database_up_to_date(
     (tmp_path / "data").mkdir()
     shutil.copy(migrated_sqlite, tmp_path / "data" / "db.sqlite3")
     # As if the site was installed before its newest migration.
-    back = run_manage(fresh_env, "migrate", "sessions_app", "0004", "-v0")
+    back = run_manage(fresh_env, "migrate", "sessions_app", "0006", "-v0")
     assert back.returncode == 0, back.stderr
     llm.reply("Hello!")
 

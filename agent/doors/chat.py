@@ -27,7 +27,7 @@ from agent import failures
 from agent.conf import agent_settings
 from agent.doors import ratelimit
 from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
-from agent.turn import slash, store
+from agent.turn import relay, slash, store
 from agent.turn.errors import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
 from agent.turn.fanout import GroupSink, group_name
 from agent.turn.locks import is_running
@@ -78,6 +78,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.pending: set[asyncio.Task[None]] = set()
         self.group = group_name(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.stop_relay = relay.listen()
         messages = await store.messages_for_display(session=session)
         running = is_running(session.pk) or await store.has_running_turn(session_id=session.pk)
         frame = History(messages=messages, running=running).to_dict()
@@ -90,6 +91,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.group:
+            self.stop_relay()
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.follower is not None:
             self.follower.cancel()

@@ -9,7 +9,7 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 
 from agent.conf import agent_settings
-from agent.turn import cron, heartbeat, memory, subagents
+from agent.turn import cron, heartbeat, memory, relay, subagents
 from agent.turn.runs import execute
 from cron_app import schedules as job_schedules
 from cron_app.services import drop_schedule, ensure_schedule
@@ -85,6 +85,7 @@ def fail_dead_runs() -> int:
 
     for run_id in selectors.subagents_among(run_ids=dead):
         async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
+    services.prune_relayed(older_than=relay.KEEP)
     lost = job_schedules.resync()
     if lost:
         logger.warning("put back the schedules of %d cron job(s)", lost)

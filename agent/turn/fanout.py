@@ -19,6 +19,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from agent.events import Event
+from agent.turn import relay
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +56,12 @@ async def close_sockets(session_id: int) -> None:
     await _send(session_id, {"type": CLOSED})
 
 
-async def _send(session_id: int, message: dict[str, object]) -> None:
+async def _send(session_id: int, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
+        await relay.forward(session_id, message)
         # A layer that hangs (Redis gone away) must not hold up the turn.
         await asyncio.wait_for(layer.group_send(group_name(session_id), message), PUBLISH_TIMEOUT)
     except asyncio.CancelledError:
