@@ -9,9 +9,12 @@ and counts intervals in whole minutes; a job's are in its own zone, and in secon
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
+from django.utils import timezone
 
 from cron_app.models import CronJob
 
@@ -47,22 +50,39 @@ def sync(job: CronJob) -> None:
     )
 
 
+# How long a job's run may wait in the worker's queue after its schedule fired before the
+# sweep takes it for lost (its worker died before re-arming the job).
+LOST_AFTER = timedelta(minutes=10)
+
+
 def resync() -> int:
-    """Put back the schedules of enabled jobs that lost theirs (a run that died before it
-    re-armed its job, a schedule deleted in the admin); how many there were."""
+    """Put back the schedules of enabled jobs that lost theirs; how many there were. A job
+    whose time is still to come lost it in the admin; one overdue for long, with a run that
+    died before it could plan the next (it is planned from now). A job that is only just
+    due has no schedule because it fired: its run, maybe still queued, plans the next."""
     from django_q.models import Schedule
 
     names = set(
         Schedule.objects.filter(name__startswith="cron job ").values_list("name", flat=True)
     )
-    lost = [
-        job
-        for job in CronJob.objects.filter(enabled=True, next_run__isnull=False)
-        if schedule_name(job.pk) not in names
-    ]
-    for job in lost:
-        sync(job)
-    return len(lost)
+    candidates = CronJob.objects.filter(enabled=True, next_run__isnull=False)
+    lost = [job.pk for job in candidates.only("pk") if schedule_name(job.pk) not in names]
+    now = timezone.now()
+    put_back = 0
+    for job_id in lost:
+        with transaction.atomic():
+            job = CronJob.objects.select_for_update().filter(pk=job_id).first()
+            if job is None or not job.enabled or job.next_run is None:
+                continue
+            if job.next_run > now:
+                sync(job)
+            elif job.next_run < now - LOST_AFTER:
+                job.plan_after(job.next_run, now)
+                job.save(update_fields=["next_run", "updated"])
+            else:
+                continue
+            put_back += 1
+    return put_back
 
 
 @receiver(post_save, sender=CronJob, dispatch_uid="cron_job_saved")

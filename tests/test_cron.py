@@ -315,8 +315,39 @@ def test_a_lost_schedule_is_put_back_by_the_sweep(ada: User) -> None:
     job = services.create_job(
         owner=ada, message="m", session="web:a", kind="every", every_seconds=60
     )
+    Schedule.objects.filter(name=f"cron job {job.pk}").delete()  # someone, in the admin
+    fail_dead_runs()
+    assert schedule_of(job).next_run == job.next_run
+
+
+def test_the_sweep_leaves_a_job_that_just_fired_to_its_run(ada: User) -> None:
+    from agent.doors.worker import fail_dead_runs
+
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
+    )
+    # Fired a moment ago: django-q2 deleted the one-off schedule and queued the run, which
+    # has not started yet.
+    due = timezone.now() - timedelta(seconds=5)
+    CronJob.objects.filter(pk=job.pk).update(next_run=due)
     Schedule.objects.filter(name=f"cron job {job.pk}").delete()
     fail_dead_runs()
+    assert schedule_of(job) is None
+    assert CronJob.objects.get(pk=job.pk).next_run == due
+
+
+def test_a_job_whose_run_died_before_planning_the_next_is_planned_from_now(ada: User) -> None:
+    from agent.doors.worker import fail_dead_runs
+
+    job = services.create_job(
+        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
+    )
+    long_ago = timezone.now() - timedelta(hours=2)
+    CronJob.objects.filter(pk=job.pk).update(next_run=long_ago)
+    Schedule.objects.filter(name=f"cron job {job.pk}").delete()
+    fail_dead_runs()
+    job = CronJob.objects.get(pk=job.pk)
+    assert timezone.now() < job.next_run <= timezone.now() + timedelta(seconds=60)
     assert schedule_of(job).next_run == job.next_run
 
 
