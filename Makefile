@@ -44,6 +44,7 @@ bench: install
 	$(PY) bench/stream_latency.py --chunks 2000 --sessions 1 50
 	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
 	$(PY) bench/long_session.py
+	$(PY) bench/background.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
