@@ -46,6 +46,14 @@ def _own_channel_layer() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Users made in this process hash their passwords cheaply: Django's default costs half
+    a second per user by design, and the suite makes hundreds. Servers the tests start as
+    processes of their own keep the real hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _own_cache(settings: Any) -> None:
     """Each test counts turns against the rate limit from zero: a cache of its own, by key
     prefix, rather than a flush that would empty a shared Redis for everyone."""
