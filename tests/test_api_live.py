@@ -1,10 +1,9 @@
 """The task API over real HTTP: the queued path through a real django-q2 worker, and
-schemathesis exploring the whole OpenAPI document."""
+schemathesis exploring the whole OpenAPI document. A task whose worker is killed is in
+`test_background_live.py`, with the other work of the cluster's scheduler."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -47,42 +46,6 @@ def test_a_queued_task_runs_in_a_real_worker(
 
     assert task["status"] == "succeeded", task
     assert task["text"] == "Filed." and task["tools_used"] == ["write_file"]
-
-
-def test_a_turn_whose_worker_died_is_failed_by_the_scheduled_sweep(
-    live_site: str, site_env: dict[str, str], token: str, llm: ScriptedLLM
-) -> None:
-    """A worker killed mid-turn (out of memory, a host going down) leaves its run marked
-    running; the sweep that django-q2 schedules marks it failed within a minute."""
-    llm.hang(40)
-    headers = {"Authorization": f"Token {token}"}
-    qcluster = [sys.executable, "manage.py", "qcluster"]
-    with httpx.Client(base_url=live_site, headers=headers, timeout=30) as client:
-        task = client.post("/api/tasks", json={"prompt": "think", "wait": False}).json()
-        doomed = subprocess.Popen(qcluster, cwd=ROOT, env=site_env, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 60
-            while not llm.requests:  # the turn is running, waiting on the model
-                assert time.monotonic() < deadline and doomed.poll() is None
-                time.sleep(0.2)
-        finally:
-            os.killpg(doomed.pid, signal.SIGKILL)
-            doomed.wait()
-        killed = time.monotonic()
-        task = client.get(f"/api/tasks/{task['id']}").json()
-        assert task["status"] == "running"
-
-        survivor = subprocess.Popen(qcluster, cwd=ROOT, env=site_env)
-        try:
-            while task["status"] == "running":
-                assert time.monotonic() - killed < 60, "the dead turn was not failed in time"
-                time.sleep(1)
-                task = client.get(f"/api/tasks/{task['id']}").json()
-        finally:
-            survivor.terminate()
-            survivor.wait(timeout=30)
-    assert task["status"] == "failed"
-    assert "stopped before it finished" in task["error"]
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
