@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -24,10 +23,7 @@ from agent.turn import store
 from agent.turn.delivery import post
 from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
-from cron_app import selectors as jobs
-from cron_app import services as job_services
 from cron_app.models import CronJob
-from sessions_app import services as session_services
 
 logger = logging.getLogger(__name__)
 
@@ -37,17 +33,17 @@ CHANNEL = "cron"
 async def run_job(job_id: int, *, scheduled: bool = True) -> str:
     """Run job `job_id` now; `scheduled` when its schedule fired (it is then planned for
     its next time first, whatever becomes of this run). How the run ended."""
-    job = await sync_to_async(jobs.get_job)(job_id=job_id)
+    job = await store.get_job(job_id=job_id)
     if job is None:
         logger.warning("cron job %s no longer exists", job_id)
         return "missing"
     if scheduled:
         if not job.enabled:
             return "disabled"  # disabled between its schedule firing and now
-        await sync_to_async(job_services.rearm)(job_id=job.pk, due=job.next_run)
+        await store.rearm_job(job_id=job.pk, due=job.next_run)
     started = timezone.now()
     status, text = await _turn(job)
-    await sync_to_async(job_services.record_run)(
+    await store.record_job_run(
         job_id=job.pk,
         status=status,
         error="" if status in ("succeeded", "skipped") else text,
@@ -66,7 +62,7 @@ async def _turn(job: CronJob) -> tuple[str, str]:
 
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
-    run = await sync_to_async(session_services.queue_run_unless_busy)(
+    run = await store.queue_run_unless_busy(
         session=session, channel=CHANNEL, prompt=job.message, model=model
     )
     if run is None:
@@ -104,26 +100,26 @@ class OwnerSchedules:
         else:
             fields.update(kind=CronJob.Kind.AT, at=_moment(at or "", tz), tz=tz or "UTC")
         try:
-            job = await sync_to_async(job_services.create_job)(owner_id=self.owner_id, **fields)
+            job = await store.create_job(owner_id=self.owner_id, **fields)
         except ValidationError as exc:
             raise ToolError(_reason(exc)) from None
         return _info(job)
 
     async def list(self) -> list[JobInfo]:
-        return await sync_to_async(lambda: [_info(j) for j in jobs.jobs_of(owner=self.owner_id)])()
+        return [_info(job) for job in await store.jobs_of(owner_id=self.owner_id)]
 
     async def remove(self, job_id: int) -> JobInfo:
         job = await self._find(job_id)
-        await sync_to_async(job_services.delete_job)(job=job)
+        await store.delete_job(job=job)
         return _info(job)
 
     async def set_enabled(self, job_id: int, enabled: bool) -> JobInfo:
         job = await self._find(job_id)
-        job = await sync_to_async(job_services.set_enabled)(job=job, enabled=enabled)
+        job = await store.set_job_enabled(job=job, enabled=enabled)
         return _info(job)
 
     async def _find(self, job_id: int) -> CronJob:
-        job = await sync_to_async(jobs.find_job)(job_id=job_id, owner=self.owner_id)
+        job = await store.find_job(job_id=job_id, owner=self.owner_id)
         if job is None:
             raise ToolError(f"there is no job {job_id} (the list action shows them)")
         return job

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import User
-
 from agent import context
 from agent.conf import AgentSettings
 from agent.turn import store
 from agent.turn.delivery import post
 from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
-from sessions_app import selectors
-from sessions_app import services as session_services
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +31,11 @@ async def beat(conf: AgentSettings) -> str:
     if not conf.model:
         logger.warning("%s has open tasks but no model is configured", FILE)
         return "no model"
-    owner = await sync_to_async(heartbeat_owner)(conf.heartbeat_user)
+    owner = await store.heartbeat_owner(conf.heartbeat_user)
+    if owner is None and conf.heartbeat_user:
+        logger.warning("AGENT_HEARTBEAT_USER %r is not an active user", conf.heartbeat_user)
     session = await store.get_or_create_session(key=SESSION_KEY, owner=owner)
-    run = await sync_to_async(session_services.queue_run_unless_busy)(
+    run = await store.queue_run_unless_busy(
         session=session,
         channel=SESSION_KEY,
         prompt=context.heartbeat_message(tasks),
@@ -57,7 +53,7 @@ async def beat(conf: AgentSettings) -> str:
     text = result.text.strip()
     if not result.success or not text or context.HEARTBEAT_OK in text:
         return "quiet" if result.success else result.status
-    target = await sync_to_async(selectors.latest_session)(owner=owner, channel="web")
+    target = await store.latest_session(owner=owner, channel="web")
     if target is None:
         logger.info(
             "the heartbeat has news but %s has no web chat; it stays in %s", owner, SESSION_KEY
@@ -77,14 +73,3 @@ def _open_tasks(conf: AgentSettings) -> str:
         logger.warning("cannot read %s: %s", path, exc)
         return ""
     return context.open_tasks(text)
-
-
-def heartbeat_owner(username: str) -> User | None:
-    """Whom the heartbeat works for: `AGENT_HEARTBEAT_USER`, else the first superuser."""
-    users = get_user_model().objects.filter(is_active=True)
-    if username:
-        owner = users.filter(username=username).first()
-        if owner is None:
-            logger.warning("AGENT_HEARTBEAT_USER %r is not an active user", username)
-        return owner
-    return users.filter(is_superuser=True).order_by("pk").first()

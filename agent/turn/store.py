@@ -11,6 +11,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
+from cron_app import selectors as job_selectors
+from cron_app import services as job_services
 from sessions_app import memory as memories
 from sessions_app import selectors, services
 from skills_app import selectors as skill_selectors
@@ -36,6 +38,22 @@ cancel_run = sync_to_async(services.cancel_run)
 queue_subagent = sync_to_async(services.queue_subagent)
 fail_unfinished_run = sync_to_async(services.fail_unfinished_run)
 relay = sync_to_async(services.relay)
+queue_run_unless_busy = sync_to_async(services.queue_run_unless_busy)
+latest_session = sync_to_async(selectors.latest_session)
+get_job = sync_to_async(job_selectors.get_job)
+find_job = sync_to_async(job_selectors.find_job)
+create_job = sync_to_async(job_services.create_job)
+delete_job = sync_to_async(job_services.delete_job)
+set_job_enabled = sync_to_async(job_services.set_enabled)
+rearm_job = sync_to_async(job_services.rearm)
+record_job_run = sync_to_async(job_services.record_run)
+
+
+@sync_to_async
+def jobs_of(*, owner_id: int | None) -> list[Any]:
+    return list(job_selectors.jobs_of(owner=owner_id))
+
+
 relayed_after = sync_to_async(selectors.relayed_after)
 last_relayed_id = sync_to_async(selectors.last_relayed_id)
 subagent_run = sync_to_async(selectors.subagent_run)
@@ -57,3 +75,14 @@ def enqueue(func: str, *args: Any, task_name: str) -> None:
     from django_q.tasks import async_task  # the queue's client loads with its first job
 
     transaction.on_commit(lambda: async_task(func, *args, task_name=task_name))
+
+
+@sync_to_async
+def heartbeat_owner(username: str) -> Any:
+    """Whom the heartbeat works for: the active user `username`, else the first superuser."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True)
+    if username:
+        return users.filter(username=username).first()
+    return users.filter(is_superuser=True).order_by("pk").first()
