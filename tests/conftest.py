@@ -105,6 +105,10 @@ def api(ada: Any) -> Any:
 @pytest.fixture
 def llm() -> Iterator[ScriptedLLM]:
     """A scripted OpenAI-compatible model on 127.0.0.1."""
+    from agent.llm.client import _limits
+
+    # What an earlier test's server said of its window: a new server may get its port.
+    _limits.clear()
     with ScriptedLLM() as server:
         yield server
 
