@@ -18,7 +18,9 @@ from sessions_app.models import Session
 from tests.llm_server import ScriptedLLM
 from tests.ws import communicator, open_chat, receive_until
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
+pytestmark = pytest.mark.usefixtures("agent_settings")
+# The rule's own tests need no database; the doors' do, from other threads.
+doors = pytest.mark.django_db(transaction=True)
 
 GOOD_CHAT_IDS = ["abc", "a.b", "a@b", "-_-", "...", ".hidden", "x" * 190, "0"]
 # Each refused for a reason of its own: the dot segments browsers resolve away, characters a
@@ -92,6 +94,7 @@ def test_urls_are_built_from_keys() -> None:
 # ---- what the API makes opens in the page and the socket ----------------------------------
 
 
+@doors
 @pytest.mark.parametrize(("key", "path"), [("api:x", "api:x"), ("web:y.z", "y.z")])
 async def test_a_session_the_api_made_opens_in_the_page_and_the_socket(
     llm: ScriptedLLM, token: str, key: str, path: str
@@ -125,6 +128,7 @@ async def test_a_session_the_api_made_opens_in_the_page_and_the_socket(
     assert detail.status_code == 200 and detail.json()["key"] == key
 
 
+@doors
 @pytest.mark.parametrize(("path", "key"), [("pg1", "web:pg1"), ("api:pg2", "api:pg2")])
 async def test_a_chat_started_on_the_socket_goes_on_through_the_api(
     llm: ScriptedLLM, token: str, path: str, key: str
@@ -147,6 +151,7 @@ async def test_a_chat_started_on_the_socket_goes_on_through_the_api(
     await socket.disconnect()
 
 
+@doors
 def test_the_session_list_names_each_session_by_a_key_every_door_takes(
     llm: ScriptedLLM, token: str
 ) -> None:
@@ -165,6 +170,7 @@ def test_the_session_list_names_each_session_by_a_key_every_door_takes(
 # ---- what one door refuses, every door refuses --------------------------------------------
 
 
+@doors
 @pytest.mark.parametrize("chat_id", BAD_CHAT_IDS)
 async def test_a_bad_chat_id_is_refused_at_every_door(
     llm: ScriptedLLM, token: str, chat_id: str
@@ -189,6 +195,7 @@ async def test_a_bad_chat_id_is_refused_at_every_door(
     assert await Session.objects.acount() == 0
 
 
+@doors
 @pytest.mark.parametrize("key", ["cli:direct", "cron:1"])
 async def test_sessions_of_no_user_are_reached_by_no_door(token: str, key: str) -> None:
     await Session.objects.acreate(key=key, channel=key.split(":")[0], chat_id=key.split(":")[1])
@@ -205,6 +212,7 @@ async def test_sessions_of_no_user_are_reached_by_no_door(token: str, key: str) 
     assert await Session.objects.filter(key=key).acount() == 1  # untouched
 
 
+@doors
 async def test_the_heartbeat_is_reached_by_no_door(token: str) -> None:
     """`heartbeat` is a key without a channel: as a path it is just a web chat id."""
     await Session.objects.acreate(key="heartbeat", channel="heartbeat", chat_id="heartbeat")
@@ -219,6 +227,7 @@ async def test_the_heartbeat_is_reached_by_no_door(token: str) -> None:
     assert await Session.objects.filter(key="heartbeat", owner=None).acount() == 1
 
 
+@doors
 async def test_a_web_session_has_one_address_on_the_page_and_the_socket(token: str) -> None:
     """`web:x` is `/c/x/`; a second spelling would make one chat two entries of the list."""
     page = await sync_to_async(page_client)("ada")
@@ -229,6 +238,7 @@ async def test_a_web_session_has_one_address_on_the_page_and_the_socket(token: s
     await socket.disconnect()
 
 
+@doors
 async def test_a_refused_path_still_asks_for_a_login_first() -> None:
     socket = communicator("/ws/chat/../")
     await socket.connect()
@@ -241,6 +251,7 @@ async def test_a_refused_path_still_asks_for_a_login_first() -> None:
 # ---- nobody reaches another user's session -------------------------------------------------
 
 
+@doors
 async def test_another_users_api_session_stays_theirs(
     llm: ScriptedLLM, token: str, other_token: str
 ) -> None:
