@@ -12,6 +12,19 @@ from agent.tools.base import JobInfo, Tool, ToolContext, ToolError
 logger = logging.getLogger(__name__)
 
 LABEL_CHARS = 60
+# What `spawn` and `subagent` take: a sub-agent knows only what its task says.
+TASK_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "minLength": 1,
+            "description": "What the sub-agent must do, with all the context it needs.",
+        },
+        "label": {"type": "string", "description": "A short name for it, shown to the user."},
+    },
+    "required": ["task"],
+}
 
 
 def _label(task: str, label: str | None) -> str:
@@ -28,18 +41,7 @@ class SpawnTool(Tool):
         "everything it needs into `task`. When it finishes, its result is reported to this "
         "conversation."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "task": {
-                "type": "string",
-                "minLength": 1,
-                "description": "What the sub-agent must do, with all the context it needs.",
-            },
-            "label": {"type": "string", "description": "A short name for it, shown to the user."},
-        },
-        "required": ["task"],
-    }
+    parameters = TASK_PARAMETERS
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         if ctx.agents is None:
@@ -60,18 +62,7 @@ class SubagentTool(Tool):
         "tools but no conversation history, so put everything it needs into `task`. Use "
         "`spawn` instead when the task may take long."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "task": {
-                "type": "string",
-                "minLength": 1,
-                "description": "What the sub-agent must do, with all the context it needs.",
-            },
-            "label": {"type": "string", "description": "A short name for it."},
-        },
-        "required": ["task"],
-    }
+    parameters = TASK_PARAMETERS
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         if ctx.agents is None:

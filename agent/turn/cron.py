@@ -21,7 +21,6 @@ from agent.events import CronExecuted
 from agent.tools import JobInfo, ToolError
 from agent.turn import store
 from agent.turn.delivery import post
-from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
 from cron_app.models import CronJob
 
@@ -58,7 +57,7 @@ async def run_job(job_id: int, *, scheduled: bool = True) -> str:
 
 
 async def _turn(job: CronJob) -> tuple[str, str]:
-    from agent.turn.service import run_queued
+    from agent.turn.service import run_recorded
 
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
@@ -67,11 +66,7 @@ async def _turn(job: CronJob) -> tuple[str, str]:
     )
     if run is None:
         return "skipped", ""
-    try:
-        result = await run_queued(run, owner=job.owner, emit=GroupSink(session.pk))
-    except TurnError as exc:
-        await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
-        return "failed", str(exc)
+    result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk))
     return result.status, result.text
 
 

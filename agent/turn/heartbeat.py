@@ -13,7 +13,6 @@ from agent import context
 from agent.conf import AgentSettings
 from agent.turn import store
 from agent.turn.delivery import post
-from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
 
 logger = logging.getLogger(__name__)
@@ -43,13 +42,9 @@ async def beat(conf: AgentSettings) -> str:
     )
     if run is None:
         return "skipped"  # the last heartbeat is still at work
-    from agent.turn.service import run_queued
+    from agent.turn.service import run_recorded
 
-    try:
-        result = await run_queued(run, owner=owner, emit=GroupSink(session.pk))
-    except TurnError as exc:
-        await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
-        return "failed"
+    result = await run_recorded(run, owner=owner, emit=GroupSink(session.pk))
     text = result.text.strip()
     if not result.success or not text or context.HEARTBEAT_OK in text:
         return "quiet" if result.success else result.status

@@ -20,6 +20,7 @@ from agent.turn import slash, store
 from agent.turn.errors import (
     ModelNotConfigured,
     SessionGone,
+    TurnError,
     validate_content,
     validate_model_name,
 )
@@ -30,7 +31,7 @@ from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionRef", "TurnResult", "run_queued", "run_turn"]
+__all__ = ["SessionRef", "TurnResult", "run_queued", "run_recorded", "run_turn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,17 @@ async def run_queued(run: Run, *, owner: User | None, emit: Emit = discard) -> T
         )
     except SessionDeleted:
         raise SessionGone() from None
+
+
+async def run_recorded(run: Run, *, owner: User | None, emit: Emit = discard) -> TurnResult:
+    """`run_queued` for turns the agent starts on its own (cron, sub-agents, heartbeat):
+    one that cannot start (its session gone, no model) ends failed on its record too, and
+    comes back as such rather than raised."""
+    try:
+        return await run_queued(run, owner=owner, emit=emit)
+    except TurnError as exc:
+        await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
+        return TurnResult(run.session.key, str(exc), Run.Status.FAILED, str(run.pk), error=str(exc))
 
 
 async def _open(ref: SessionRef) -> Session:

@@ -83,13 +83,9 @@ async def _run(run: Run, owner: User | None) -> tuple[str, str]:
 
 
 async def _turn(run: Run, owner: User | None) -> tuple[str, str]:
-    from agent.turn.service import run_queued  # the service runs sub-agents' turns too
+    from agent.turn.service import run_recorded  # the service runs sub-agents' turns too
 
-    try:
-        result = await run_queued(run, owner=owner, emit=discard)
-    except TurnError as exc:
-        await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
-        return Run.Status.FAILED, str(exc)
+    result = await run_recorded(run, owner=owner, emit=discard)
     return result.status, (result.text if result.success else result.error or result.text)
 
 
