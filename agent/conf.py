@@ -28,6 +28,11 @@ class AgentSettings:
     exec_network: bool
     exec_max_processes: int
     exec_memory_mb: int
+    web_allow_private: bool
+    web_timeout: float
+    brave_api_key: str
+    brave_search_url: str
+    duckduckgo_url: str
     llm_timeout: float
     llm_max_retries: int
     llm_retry_budget: float
@@ -59,6 +64,11 @@ def agent_settings() -> AgentSettings:
         exec_network=settings.AGENT_EXEC_NETWORK,
         exec_max_processes=settings.AGENT_EXEC_MAX_PROCESSES,
         exec_memory_mb=settings.AGENT_EXEC_MEMORY_MB,
+        web_allow_private=settings.AGENT_WEB_ALLOW_PRIVATE,
+        web_timeout=settings.AGENT_WEB_TIMEOUT,
+        brave_api_key=settings.BRAVE_API_KEY,
+        brave_search_url=settings.AGENT_BRAVE_SEARCH_URL,
+        duckduckgo_url=settings.AGENT_DUCKDUCKGO_URL,
         llm_timeout=settings.AGENT_LLM_TIMEOUT,
         llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
         llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,

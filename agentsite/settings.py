@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "cron_app",
     "skills_app",
+    "mcp_app",
     "agent",
 ]
 
@@ -259,6 +260,17 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+# The web tools. `web_fetch` refuses loopback, private, link-local and other internal
+# addresses unless AGENT_WEB_ALLOW_PRIVATE is on. `web_search` asks Brave Search when
+# BRAVE_API_KEY is set, else DuckDuckGo; their addresses are settings so that a test or a
+# proxy can stand in for them.
+AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
+AGENT_WEB_TIMEOUT = env.float("AGENT_WEB_TIMEOUT", default=20.0)
+BRAVE_API_KEY = env.str("BRAVE_API_KEY", default="")
+AGENT_BRAVE_SEARCH_URL = env.str(
+    "AGENT_BRAVE_SEARCH_URL", default="https://api.search.brave.com/res/v1/web/search"
+)
+AGENT_DUCKDUCKGO_URL = env.str("AGENT_DUCKDUCKGO_URL", default="https://html.duckduckgo.com/html/")
 # Seconds without a streamed chunk before a model call counts as hung and is retried.
 AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)
 # Retries of a failed model call, and the most time all of their waits may add up to.
@@ -287,6 +299,7 @@ LOGGING = {
         "agent": {"level": LOG_LEVEL},
         "sessions_app": {"level": LOG_LEVEL},
         "cron_app": {"level": LOG_LEVEL},
+        "mcp_app": {"level": LOG_LEVEL},
         # litellm logs every retry and fallback at INFO; its own failures reach us as errors.
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
