@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -12,6 +14,13 @@ from django.db import models
 # A server's name is part of its tools' names, which providers limit to [A-Za-z0-9_-]{1,64}.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 MAX_TOOL_TIMEOUT = 3600
+# What a shell and `os.environ` accept as a variable's name (POSIX portable names).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# RFC 9110's `token`: anything else breaks the request line or is refused by the client.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Printable ASCII, spaces and tabs: a line break would smuggle in a header of its own, and
+# the HTTP client encodes header values as ASCII.
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 
 class McpServer(models.Model):
@@ -61,21 +70,90 @@ class McpServer(models.Model):
         return self.name
 
     def clean(self) -> None:
+        # What the other transport would use is dropped rather than refused: switching a
+        # server over must not keep the old one's secrets around unseen.
+        if self.transport == self.Transport.STDIO:
+            self.url, self.headers = "", {}
+        elif self.transport == self.Transport.HTTP:
+            self.command, self.args, self.env = "", [], {}
         errors: dict[str, Any] = {}
-        if self.transport == self.Transport.STDIO and not self.command.strip():
-            errors["command"] = "A stdio server needs the command that starts it."
+        # The field's validator lets one through: its `$` matches before a final line break.
+        if self.name.endswith("\n"):
+            errors["name"] = "A name may not end in a line break."
+        if self.transport == self.Transport.STDIO:
+            if not self.command.strip():
+                errors["command"] = "A stdio server needs the command that starts it."
+            elif "\x00" in self.command:
+                errors["command"] = "The command may not contain a NUL character."
         if self.transport == self.Transport.HTTP:
-            if not self.url.strip():
-                errors["url"] = "An HTTP server needs its URL."
-            elif not self.url.startswith(("http://", "https://")):
-                errors["url"] = "The URL must start with http:// or https://."
+            problem = url_problem(self.url)
+            if problem:
+                errors["url"] = problem
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             errors["args"] = 'A list of strings, e.g. ["-y", "some-server"].'
+        elif any("\x00" in a for a in self.args):
+            errors["args"] = "An argument may not contain a NUL character."
         for field in ("env", "headers"):
             value = getattr(self, field)
             if not isinstance(value, dict) or not all(
                 isinstance(k, str) and k and isinstance(v, str) for k, v in value.items()
             ):
                 errors[field] = "An object of names to string values."
+        if "env" not in errors:
+            problem = env_problem(self.env)
+            if problem:
+                errors["env"] = problem
+        if "headers" not in errors:
+            problem = headers_problem(self.headers)
+            if problem:
+                errors["headers"] = problem
         if errors:
             raise ValidationError(errors)
+
+
+# The messages below name keys, never values: a value may be a secret.
+
+
+def url_problem(url: str) -> str | None:
+    if not url.strip():
+        return "An HTTP server needs its URL."
+    if not url.startswith(("http://", "https://")):
+        return "The URL must start with http:// or https://."
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "The URL may not contain spaces or control characters."
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is not a number in range)
+    except ValueError:
+        return "The URL is not valid."
+    if not parts.hostname:
+        return "The URL needs a host."
+    return None
+
+
+def env_problem(env: dict[str, str]) -> str | None:
+    for name, value in env.items():
+        if not ENV_NAME.fullmatch(name):
+            return (
+                f"{name!r} is not a valid variable name: letters, digits and '_', "
+                "not starting with a digit."
+            )
+        if "\x00" in value:
+            return f"The value of {name} may not contain a NUL character."
+    return None
+
+
+def headers_problem(headers: dict[str, str]) -> str | None:
+    seen: set[str] = set()
+    for name, value in headers.items():
+        if not HEADER_NAME.fullmatch(name):
+            return f"{name!r} is not a valid header name."
+        if name.lower() in seen:
+            return f"The header {name} is given twice (header names ignore case)."
+        seen.add(name.lower())
+        if not HEADER_VALUE.fullmatch(value):
+            return (
+                f"The value of {name} must be printable ASCII on one line "
+                "(no line breaks or control characters)."
+            )
+    return None

@@ -9,7 +9,7 @@ from typing import Any
 from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agent.doors.api import cron, memory, skills, views
+from agent.doors.api import cron, mcp, memory, skills, views
 from agent.doors.api.errors import not_found
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
 
@@ -36,6 +36,8 @@ urlpatterns = [
     *route("cron-jobs", cron.CronJobList.as_view(), "cron-job-list"),
     *route("cron-jobs/<int:job_id>", cron.CronJobDetail.as_view(), "cron-job-detail"),
     *route("cron-jobs/<int:job_id>/run", cron.CronJobRun.as_view(), "cron-job-run"),
+    *route("mcp-servers", mcp.McpServerList.as_view(), "mcp-server-list"),
+    *route("mcp-servers/<slug:name>", mcp.McpServerDetail.as_view(), "mcp-server-detail"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
     *route("docs", SpectacularSwaggerView.as_view(url_name="schema"), "docs"),
     # Last: without it an unknown path falls through to the site's 404 handler.

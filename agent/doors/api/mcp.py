@@ -1,0 +1,197 @@
+"""`/api/mcp-servers`: the MCP servers whose tools every user's agent is offered, by name.
+Everyone signed in reads them; only staff change them, since a stdio server is a command
+the site runs. The values of `env` and `headers` are write-only: answers show each name
+with `MASK`, and `MASK` sent back for a name keeps its stored value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from agent.doors.api import skills
+from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
+from agent.doors.api.serializers import StrictCharField
+from mcp_app import selectors, services
+from mcp_app.masking import MASK, masked
+from mcp_app.models import MAX_TOOL_TIMEOUT, NAME_PATTERN, McpServer
+
+
+class StaffWrites(skills.StaffWrites):
+    message = "Only staff may change MCP servers: a stdio server runs a command on the server."
+
+
+class MaskedValues(serializers.DictField):
+    """Names with their values masked, whatever is stored."""
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        shown = masked(value)
+        return shown if isinstance(shown, dict) else {}
+
+
+_WRITE_ONLY = (
+    f"Each value is write-only: answers show `{MASK}` for it. Sending `{MASK}` back for a "
+    "name keeps its stored value; a name left out is removed."
+)
+
+
+class McpServerOut(serializers.ModelSerializer):
+    env = MaskedValues(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text=f"stdio: environment variables for the command, values shown as `{MASK}`.",
+    )
+    headers = MaskedValues(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text=f"http: headers sent with every request, values shown as `{MASK}`.",
+    )
+    args = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = McpServer
+        fields = [
+            "name",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "url",
+            "headers",
+            "enabled",
+            "tool_timeout",
+            "created",
+            "updated",
+        ]
+        read_only_fields = fields
+
+
+def _text(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+class McpServerIn(serializers.Serializer):
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=32,
+        help_text="Unique; its tools are offered to the model as `mcp_<name>_<tool>`.",
+    )
+    transport = serializers.ChoiceField(choices=McpServer.Transport.choices)
+    command = _text(
+        max_length=500,
+        required=False,
+        help_text="stdio: the program to start, e.g. `npx`. Required for stdio.",
+    )
+    args = serializers.ListField(
+        child=_text(), required=False, help_text="stdio: the program's arguments."
+    )
+    env = serializers.DictField(
+        child=_text(),
+        required=False,
+        help_text=f"stdio: environment variables for the program (the site's own are not "
+        f"passed on). {_WRITE_ONLY}",
+    )
+    url = _text(
+        max_length=2000,
+        required=False,
+        help_text="http: the endpoint's http:// or https:// URL. Required for http.",
+    )
+    headers = serializers.DictField(
+        child=_text(),
+        required=False,
+        help_text=f"http: headers sent with every request. {_WRITE_ONLY}",
+    )
+    enabled = serializers.BooleanField(required=False)
+    tool_timeout = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TOOL_TIMEOUT,
+        required=False,
+        help_text="Seconds a tool call may take before the model is told it timed out.",
+    )
+
+
+def _server(name: str) -> McpServer:
+    server = selectors.find_server(name=name)
+    if server is None:
+        raise Http404("no such MCP server")
+    return server
+
+
+def _save(server: McpServer | None, fields: dict[str, Any]) -> McpServer:
+    """Create (`server` None) or change a server through the services; their
+    ValidationError becomes a 400 naming each field."""
+    try:
+        if server is None:
+            return services.create_server(**fields)
+        return services.update_server(server=server, **fields)
+    except DjangoValidationError as exc:
+        if hasattr(exc, "error_dict"):
+            raise serializers.ValidationError(exc.message_dict) from None
+        raise serializers.ValidationError(
+            {api_settings.NON_FIELD_ERRORS_KEY: exc.messages}
+        ) from None
+
+
+class McpServerList(APIView):
+    permission_classes = [IsAuthenticated, StaffWrites]
+
+    @extend_schema(
+        responses={200: McpServerOut(many=True), **AUTH_ERRORS},
+        description="All MCP servers, by name.",
+    )
+    def get(self, request: Request) -> Response:
+        return Response(McpServerOut(selectors.list_servers(), many=True).data)
+
+    @extend_schema(
+        request=McpServerIn,
+        responses={201: McpServerOut, **INVALID, **AUTH_ERRORS},
+        description="A new MCP server; staff only. Settings of the other transport are dropped.",
+    )
+    def post(self, request: Request) -> Response:
+        data = McpServerIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(McpServerOut(_save(None, dict(data.validated_data))).data, status=201)
+
+
+class McpServerDetail(APIView):
+    permission_classes = [IsAuthenticated, StaffWrites]
+
+    @extend_schema(responses={200: McpServerOut, **AUTH_ERRORS, **NOT_FOUND})
+    def get(self, request: Request, name: str) -> Response:
+        return Response(McpServerOut(_server(name)).data)
+
+    @extend_schema(
+        request=McpServerIn,
+        responses={200: McpServerOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND},
+        description="Change the fields given (a new `name` renames the server); staff only. "
+        "An `env` or `headers` given replaces the old one whole; one not given stays.",
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=True)
+
+    @extend_schema(
+        request=McpServerIn,
+        responses={200: McpServerOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND},
+        description="As PATCH, with `name` and `transport` required.",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=False)
+
+    @extend_schema(responses={204: None, **AUTH_ERRORS, **NOT_FOUND})
+    def delete(self, request: Request, name: str) -> Response:
+        services.delete_server(server=_server(name))
+        return Response(status=204)
+
+    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+        server = _server(name)
+        data = McpServerIn(data=request.data, partial=partial)
+        data.is_valid(raise_exception=True)
+        return Response(McpServerOut(_save(server, dict(data.validated_data))).data)
