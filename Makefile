@@ -9,7 +9,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 # A local install's own secret key, read by agentsite/settings.py when DJANGO_SECRET_KEY is unset.
 SECRET_KEY_FILE := $(or $(AGENT_DATA_DIR),data)/secret_key
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck bench clean mcp-reference
 
 install: $(VENV)/.installed $(SECRET_KEY_FILE)
 
@@ -45,6 +45,18 @@ bench: install
 	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
 	$(PY) bench/long_session.py
 	$(PY) bench/background.py
+
+# The reference MCP server the MCP client's tests talk to (Node.js 20+), installed once into a
+# project-local cache. Pinned: a new release must not change what the tests see.
+MCP_REFERENCE_VERSION := 2026.8.31
+MCP_REFERENCE_DIR := .cache/npm
+
+mcp-reference: $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION)
+
+$(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION):
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20+ (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm install --prefix $(MCP_REFERENCE_DIR) --no-audit --no-fund --loglevel=error @modelcontextprotocol/server-filesystem@$(MCP_REFERENCE_VERSION)
+	@touch $@
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

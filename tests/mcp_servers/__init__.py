@@ -1,0 +1,1 @@
+"""MCP servers the tests start as processes of their own."""
