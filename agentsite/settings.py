@@ -303,5 +303,6 @@ LOGGING = {
         # litellm logs every retry and fallback at INFO; its own failures reach us as errors.
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
     },
 }

@@ -108,10 +108,10 @@ def test_an_unknown_api_path_takes_no_csrf_check(ada: User) -> None:
 def test_an_unexpected_error_in_an_api_view_is_a_json_500_logged_whole(
     api: APIClient, debug: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken() -> None:
+    async def broken(conf: object) -> None:
         raise RuntimeError(f"internal detail at {ROOT}/agent/secret.py")
 
-    monkeypatch.setattr("agent.doors.api.views.tool_registry", broken)
+    monkeypatch.setattr("agent.doors.api.views.turn_registry", broken)
     with caplog.at_level(logging.ERROR, logger="agent.doors.api.errors"):
         response = api.get("/api/tools")
     assert assert_json_error(response, 500) == {"detail": "Internal server error."}

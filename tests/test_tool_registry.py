@@ -292,6 +292,9 @@ def test_build_registry_has_the_contract_tools(tmp_path: Path) -> None:
         "list_dir",
         "glob",
         "exec",
+        "web_search",
+        "web_fetch",
+        "message",
         "read_skill",
         "spawn",
         "subagent",
@@ -316,6 +319,9 @@ def test_build_registry_has_the_contract_tools(tmp_path: Path) -> None:
     assert set(params["list_dir"]["properties"]) == {"path", "recursive"}
     assert set(params["glob"]["properties"]) == {"pattern", "path"}
     assert set(params["exec"]["properties"]) == {"command", "working_dir", "timeout"}
+    assert set(params["web_search"]["properties"]) == {"query", "count"}
+    assert set(params["web_fetch"]["properties"]) == {"url", "extract_mode", "max_chars"}
+    assert set(params["message"]["properties"]) == {"content", "channel", "chat_id"}
     for definition in registry.definitions():
         assert definition["type"] == "function"
         assert definition["function"]["description"]

@@ -16,15 +16,18 @@ from agent.tools.files import (
     ReadFileTool,
     WriteFileTool,
 )
-from agent.tools.guards import GuardError, Workspace, cap_output, check_command
+from agent.tools.guards import AddressGuard, GuardError, Workspace, cap_output, check_command
+from agent.tools.messaging import MessageTool
 from agent.tools.registry import ToolRegistry, TurnTools
 from agent.tools.sandbox import Limits
 from agent.tools.shell import ExecTool
 from agent.tools.skills import ReadSkillTool
+from agent.tools.web import WebFetchTool, WebSearchTool, WebSettings
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AddressGuard",
     "Agents",
     "AppendFileTool",
     "CronTool",
@@ -36,6 +39,7 @@ __all__ = [
     "JobInfo",
     "Limits",
     "ListDirTool",
+    "MessageTool",
     "ReadFileTool",
     "ReadSkillTool",
     "Schedules",
@@ -46,6 +50,9 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "TurnTools",
+    "WebFetchTool",
+    "WebSearchTool",
+    "WebSettings",
     "Workspace",
     "WriteFileTool",
     "build_registry",
@@ -61,16 +68,19 @@ def build_registry(
     exec_timeout: int = 60,
     exec_env: Mapping[str, str] | None = None,
     exec_limits: Limits | None = None,
+    web: WebSettings | None = None,
     extra: Iterable[Tool] = (),
 ) -> ToolRegistry:
-    """A registry with the file tools and ``exec``, all fenced to ``workspace``, the skill
-    reader, the sub-agent and cron tools, then the ``extra`` tools (one of the same name
-    replaces a built-in one).
+    """A registry with the file tools and ``exec``, all fenced to ``workspace``, the web
+    tools, ``message``, the skill reader, the sub-agent and cron tools, then the ``extra``
+    tools (one of the same name replaces a built-in one).
 
     ``exec_env`` is the environment shell commands start from; None inherits the server's,
     so pass a scrubbed mapping when the server's environment holds secrets. ``exec_limits``
-    bounds what a sandboxed command may use.
+    bounds what a sandboxed command may use. ``web`` configures the web tools, and its
+    ``allow_private`` also governs the URLs ``exec`` commands may name.
     """
+    web = web or WebSettings()
     ws = Workspace(workspace, restrict=restrict_to_workspace)
     ws.root.mkdir(parents=True, exist_ok=True)
     registry = ToolRegistry()
@@ -81,7 +91,16 @@ def build_registry(
         AppendFileTool(ws),
         ListDirTool(ws),
         GlobTool(ws),
-        ExecTool(ws, timeout=exec_timeout, env=exec_env, limits=exec_limits),
+        ExecTool(
+            ws,
+            timeout=exec_timeout,
+            env=exec_env,
+            limits=exec_limits,
+            allow_private=web.allow_private,
+        ),
+        WebSearchTool(web),
+        WebFetchTool(web),
+        MessageTool(),
         ReadSkillTool(ws.root, exec_env if exec_env is not None else {}),
         SpawnTool(),
         SubagentTool(),

@@ -34,6 +34,7 @@ class ToolRegistry:
         self._validators: dict[str, Draft202012Validator] = {}
         self._definitions: list[dict[str, Any]] | None = None
         self._subsets: dict[frozenset[str], ToolRegistry] = {}
+        self._extended: dict[tuple[Tool, ...], ToolRegistry] = {}
 
     def register(self, tool: Tool) -> None:
         """Add ``tool``, replacing any tool of the same name."""
@@ -45,6 +46,7 @@ class ToolRegistry:
         self._validators.pop(tool.name, None)
         self._definitions = None
         self._subsets.clear()
+        self._extended.clear()
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name``; unknown names are ignored."""
@@ -52,6 +54,7 @@ class ToolRegistry:
         self._validators.pop(name, None)
         self._definitions = None
         self._subsets.clear()
+        self._extended.clear()
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -93,6 +96,25 @@ class ToolRegistry:
                 if tool.name not in names:
                     subset._tools[tool.name] = tool
         return subset
+
+    def with_tools(self, tools: tuple[Tool, ...]) -> ToolRegistry:
+        """These tools and then `tools` (the MCP servers' tools of the moment), none of them
+        replacing one of these. Made once per distinct tuple: a turn whose servers offer
+        what they offered before pays nothing."""
+        if not tools:
+            return self
+        extended = self._extended.get(tools)
+        if extended is None:
+            if len(self._extended) >= 8:  # servers come and go; old sets are never needed
+                self._extended.clear()
+            extended = self._extended[tools] = ToolRegistry()
+            extended._tools = dict(self._tools)
+            for tool in tools:
+                if tool.name in extended._tools:
+                    logger.warning("tool %r is offered twice; the first one is kept", tool.name)
+                else:
+                    extended._tools[tool.name] = tool
+        return extended
 
     def for_turn(self, ctx: ToolContext) -> TurnTools:
         """The registry as the turn of ``ctx`` sees it."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Tool, ToolContext, ToolError
-from agent.tools.guards import Workspace, cap_output, check_command, cut_note
+from agent.tools.guards import AddressGuard, Workspace, cap_output, check_command, cut_note
 from agent.tools.sandbox import INSTALL_HINT, Launch, Limits, SandboxUnavailable, find_sandbox
 
 logger = logging.getLogger(__name__)
@@ -120,8 +120,14 @@ class ExecTool(Tool):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
+        allow_private: bool = False,
+        address_guard: AddressGuard | None = None,
     ) -> None:
         self.workspace = workspace
+        # URLs in commands get the web tools' check, so that `curl` is no way around it.
+        self.address_guard = address_guard or AddressGuard(
+            allow_private=allow_private, resolve_timeout=5.0
+        )
         self.timeout = timeout
         self.max_timeout = max_timeout if max_timeout is not None else timeout
         self.output_limit = output_limit
@@ -163,6 +169,7 @@ class ExecTool(Tool):
         if reason:
             logger.warning("exec refused %r: %s", command, reason)
             return f"Error: command refused by the safety policy: {reason}"
+        await self.address_guard.check_command_urls(command)
         cwd = self._working_dir(kwargs.get("working_dir"))
         requested = kwargs.get("timeout") or self.timeout
         timeout = max(1, min(int(requested), self.max_timeout))

@@ -19,10 +19,11 @@ from django.utils.dateparse import parse_datetime
 from agent.conf import agent_settings
 from agent.events import CronExecuted
 from agent.tools import JobInfo, ToolError
-from agent.turn import store
+from agent.turn import fanout, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
 from cron_app.models import CronJob
+from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ async def run_job(job_id: int, *, scheduled: bool = True) -> str:
             return "disabled"  # disabled between its schedule firing and now
         await store.rearm_job(job_id=job.pk, due=job.next_run)
     started = timezone.now()
-    status, text = await _turn(job)
+    target = await store.get_or_create_session(key=job.session, owner=job.owner)
+    status, text, delivered = await _turn(job, target)
     await store.record_job_run(
         job_id=job.pk,
         status=status,
@@ -51,12 +53,16 @@ async def run_job(job_id: int, *, scheduled: bool = True) -> str:
     if status == "skipped":
         logger.info("cron job %s is still running; this run is skipped", job.pk)
         return status
-    target = await store.get_or_create_session(key=job.session, owner=job.owner)
-    await post(target, text, CronExecuted(job_id=str(job.pk), status=status))
+    ran = CronExecuted(job_id=str(job.pk), status=status)
+    if delivered:  # the model sent its answer itself, with the message tool
+        await fanout.publish(target.pk, ran)
+    else:
+        await post(target, text, ran)
     return status
 
 
-async def _turn(job: CronJob) -> tuple[str, str]:
+async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
+    """How the job's turn ended, its answer, and whether the model already delivered it."""
     from agent.turn.service import run_recorded
 
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
@@ -65,9 +71,9 @@ async def _turn(job: CronJob) -> tuple[str, str]:
         session=session, channel=CHANNEL, prompt=job.message, model=model
     )
     if run is None:
-        return "skipped", ""
-    result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk))
-    return result.status, result.text
+        return "skipped", "", False
+    result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk), reply_to=target)
+    return result.status, result.text, result.delivered
 
 
 class OwnerSchedules:

@@ -16,21 +16,43 @@ logger = logging.getLogger(__name__)
 class Delivery:
     """Delivers messages for one turn. To the turn's own session they go out as events of
     the turn (the tool call that sent them is its record); to another conversation of the
-    same owner they are saved there and shown on its open sockets."""
+    same owner they are saved there and shown on its open sockets.
 
-    def __init__(self, session: Session, owner: User | None, emit: Emit, *, run_id: str) -> None:
+    A message without a target goes where the turn's answer goes: its `home`, the
+    conversation a cron job or the heartbeat reports to, else the turn's own session.
+    `answered` tells the turn that the model already sent something there, so its final
+    reply is not delivered a second time."""
+
+    def __init__(
+        self,
+        session: Session,
+        owner: User | None,
+        emit: Emit,
+        *,
+        run_id: str,
+        home: Session | None = None,
+    ) -> None:
         self.session = session
         self.owner = owner
         self.emit = emit
         self.run_id = run_id
+        self.home = home or session
+        self.answered = False
 
     async def __call__(self, content: str, *, session_key: str | None = None) -> None:
-        if session_key is None or session_key == self.session.key:
+        key = session_key or self.home.key
+        if key == self.session.key:
             await self.emit(MessageEvent(role="assistant", content=content, run_id=self.run_id))
-            return
-        target = await store.get_or_create_session(key=session_key, owner=self.owner)
-        await post(target, content)
-        logger.info("run %s delivered a message to %s", self.run_id, session_key)
+        else:
+            target = (
+                self.home
+                if key == self.home.key
+                else await store.get_or_create_session(key=key, owner=self.owner)
+            )
+            await post(target, content)
+            logger.info("run %s delivered a message to %s", self.run_id, key)
+        if key == self.home.key:
+            self.answered = True
 
 
 async def post(target: Session, content: str, *after: Event) -> None:

@@ -44,11 +44,13 @@ async def beat(conf: AgentSettings) -> str:
         return "skipped"  # the last heartbeat is still at work
     from agent.turn.service import run_recorded
 
-    result = await run_recorded(run, owner=owner, emit=GroupSink(session.pk))
+    target = await store.latest_session(owner=owner, channel="web")
+    result = await run_recorded(run, owner=owner, emit=GroupSink(session.pk), reply_to=target)
+    if result.delivered:  # the model sent its news itself, with the message tool
+        return "delivered" if target is not None else "kept"
     text = result.text.strip()
     if not result.success or not text or context.HEARTBEAT_OK in text:
         return "quiet" if result.success else result.status
-    target = await store.latest_session(owner=owner, channel="web")
     if target is None:
         logger.info(
             "the heartbeat has news but %s has no web chat; it stays in %s", owner, SESSION_KEY

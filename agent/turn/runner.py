@@ -32,7 +32,7 @@ from agent.turn.message_log import MessageLog
 from agent.turn.model_config import llm_config
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
-from agent.turn.toolbox import tool_registry
+from agent.turn.toolbox import turn_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
@@ -56,6 +56,8 @@ class TurnResult:
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     error_kind: str | None = None
+    # The model sent its answer with the `message` tool: the reply is not delivered again.
+    delivered: bool = False
 
     @property
     def success(self) -> bool:
@@ -75,6 +77,7 @@ class TurnRunner:
         emit: Emit,
         model: str,
         conf: AgentSettings,
+        reply_to: Session | None = None,
     ) -> None:
         self.session = session
         self.run = run
@@ -86,12 +89,13 @@ class TurnRunner:
         self.log = MessageLog(session, run)
         self.profile = profile_for(run.channel)
         owner_id = owner.pk if owner else None
+        self.delivery = Delivery(session, owner, emit, run_id=self.run_id, home=reply_to)
         self.ctx = ToolContext(
             session_key=session.key,
             channel=run.channel,
             run_id=self.run_id,
             owner_id=owner_id,
-            deliver=Delivery(session, owner, emit, run_id=self.run_id),
+            deliver=self.delivery,
             agents=None
             if self.profile.subagent
             else SessionAgents(session, owner, emit, model=model),
@@ -168,7 +172,8 @@ class TurnRunner:
             logger.exception("could not queue the consolidation of %s", self.session.key)
 
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
-        tools = tool_registry(self.conf).without(self.profile.hidden_tools).for_turn(self.ctx)
+        registry = await turn_registry(self.conf)
+        tools = registry.without(self.profile.hidden_tools).for_turn(self.ctx)
         llm = LLM(llm_config(self.conf, self.model))
         system = {"role": "system", "content": await self._system_prompt(tools.names())}
         user = context.user_message(self.content, now=timezone.localtime())
@@ -245,7 +250,9 @@ class TurnRunner:
             cost=outcome.cost,
         )
         await self.emit(ThinkingFinished(run_id=self.run_id))
-        if not cancelled:  # a stopped turn has no reply; the /stop answer says what happened
+        # A stopped turn has no reply (the /stop answer says what happened), and one whose
+        # model already messaged the conversation has said it.
+        if not cancelled and not self.delivery.answered:
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
             )
@@ -259,4 +266,5 @@ class TurnRunner:
             usage=outcome.usage,
             error=outcome.error,
             error_kind=outcome.error_kind,
+            delivered=self.delivery.answered,
         )

@@ -66,8 +66,11 @@ async def run_turn(
         raise SessionGone() from None
 
 
-async def run_queued(run: Run, *, owner: User | None, emit: Emit = discard) -> TurnResult:
-    """Run the turn recorded as the queued `run` (its session loaded), as its `owner`."""
+async def run_queued(
+    run: Run, *, owner: User | None, emit: Emit = discard, reply_to: Session | None = None
+) -> TurnResult:
+    """Run the turn recorded as the queued `run` (its session loaded), as its `owner`;
+    `reply_to` is the conversation its answer goes to when not its own (a cron job's)."""
     if await store.get_session(session_id=run.session_id) is None:
         raise SessionGone()  # deleted, with the run, while the task waited
     try:
@@ -79,17 +82,20 @@ async def run_queued(run: Run, *, owner: User | None, emit: Emit = discard) -> T
             emit=emit,
             model=run.model or None,
             queued=run,
+            reply_to=reply_to,
         )
     except SessionDeleted:
         raise SessionGone() from None
 
 
-async def run_recorded(run: Run, *, owner: User | None, emit: Emit = discard) -> TurnResult:
+async def run_recorded(
+    run: Run, *, owner: User | None, emit: Emit = discard, reply_to: Session | None = None
+) -> TurnResult:
     """`run_queued` for turns the agent starts on its own (cron, sub-agents, heartbeat):
     one that cannot start (its session gone, no model) ends failed on its record too, and
     comes back as such rather than raised."""
     try:
-        return await run_queued(run, owner=owner, emit=emit)
+        return await run_queued(run, owner=owner, emit=emit, reply_to=reply_to)
     except TurnError as exc:
         await store.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
         return TurnResult(run.session.key, str(exc), Run.Status.FAILED, str(run.pk), error=str(exc))
@@ -115,6 +121,7 @@ async def _run(
     emit: Emit,
     model: str | None,
     queued: Run | None = None,
+    reply_to: Session | None = None,
 ) -> TurnResult:
     conf = agent_settings()
     command = slash.parse(content)
@@ -146,6 +153,7 @@ async def _run(
                 emit=emit,
                 model=model_id,
                 conf=conf,
+                reply_to=reply_to,
             )
             result = await runner()
     await runner.consolidate_if_due()

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from cron_app import selectors as job_selectors
 from cron_app import services as job_services
+from mcp_app import selectors as mcp_selectors
 from sessions_app import memory as memories
 from sessions_app import selectors, services
 from skills_app import selectors as skill_selectors
@@ -58,6 +59,7 @@ relayed_after = sync_to_async(selectors.relayed_after)
 last_relayed_id = sync_to_async(selectors.last_relayed_id)
 subagent_run = sync_to_async(selectors.subagent_run)
 offered_skills = sync_to_async(skill_selectors.offered_skills)
+enabled_mcp_servers = sync_to_async(mcp_selectors.enabled_servers)
 long_term_memory = sync_to_async(memories.long_term_memory)
 latest_summary = sync_to_async(memories.latest_summary)
 

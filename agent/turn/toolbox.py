@@ -15,7 +15,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from agent.conf import AgentSettings
-from agent.tools import Limits, Tool, ToolRegistry, build_registry
+from agent.tools import Limits, Tool, ToolRegistry, WebSettings, build_registry
+from agent.tools.mcp import McpServerConfig, mcp_hub
+from agent.turn import store
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,11 @@ def _shape(conf: AgentSettings) -> tuple[Any, ...]:
         conf.exec_max_processes,
         conf.exec_memory_mb,
         conf.exec_network,
+        conf.web_allow_private,
+        conf.web_timeout,
+        conf.brave_api_key,
+        conf.brave_search_url,
+        conf.duckduckgo_url,
         conf.tools,
     )
 
@@ -57,6 +64,13 @@ def _build(conf: AgentSettings) -> ToolRegistry:
             max_processes=conf.exec_max_processes,
             memory_mb=conf.exec_memory_mb,
             network=conf.exec_network,
+        ),
+        web=WebSettings(
+            allow_private=conf.web_allow_private,
+            timeout=conf.web_timeout,
+            brave_api_key=conf.brave_api_key,
+            brave_search_url=conf.brave_search_url,
+            duckduckgo_url=conf.duckduckgo_url,
         ),
         extra=[load_tool(path) for path in conf.tools],
     )
@@ -78,3 +92,46 @@ def load_tool(path: str) -> Tool:
     if not tool.name:
         raise ImproperlyConfigured(f"AGENT_TOOLS: the tool {path!r} has no name")
     return tool
+
+
+async def turn_registry(conf: AgentSettings) -> ToolRegistry:
+    """The process's registry with the tools of the enabled MCP servers.
+
+    Their settings are read at every turn (one query), so a change made in the admin or the
+    API reaches every process at its next turn; the process-wide hub keeps the connections
+    and makes one only when a server is first needed."""
+    servers = await mcp_servers(conf)
+    hub = mcp_hub()
+    hub.configure(servers)
+    registry = tool_registry(conf)
+    if not servers:
+        return registry
+    return registry.with_tools(tuple(await hub.tools()))
+
+
+def known_tool_names(conf: AgentSettings) -> list[str]:
+    """Every tool's name, of MCP servers only those already connected: connects nothing."""
+    return [*tool_registry(conf).names(), *(tool.name for tool in mcp_hub().known_tools())]
+
+
+async def mcp_servers(conf: AgentSettings) -> list[McpServerConfig]:
+    """The enabled MCP servers as the hub takes them; stdio servers start in the workspace."""
+    configs = []
+    for row in await store.enabled_mcp_servers():
+        try:
+            configs.append(
+                McpServerConfig(
+                    name=row.name,
+                    transport=row.transport,
+                    command=row.command,
+                    args=tuple(row.args),
+                    env=tuple(sorted(row.env.items())),
+                    url=row.url,
+                    headers=tuple(sorted(row.headers.items())),
+                    tool_timeout=float(row.tool_timeout),
+                    cwd=str(conf.workspace),
+                )
+            )
+        except (ValueError, TypeError, AttributeError) as exc:  # a row the admin let through
+            logger.warning("MCP server %r is left out: %s", row.name, exc)
+    return configs

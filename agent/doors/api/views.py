@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from asgiref.sync import async_to_sync
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -28,9 +29,8 @@ from agent.doors.api.serializers import (
     TaskOut,
     ToolOut,
 )
-from agent.tools.registry import ToolRegistry
 from agent.turn.runs import cancel_task, submit_task
-from agent.turn.toolbox import tool_registry as process_tools
+from agent.turn.toolbox import known_tool_names, turn_registry
 from sessions_app import selectors, services
 from sessions_app.models import Run, Session
 
@@ -136,13 +136,16 @@ class Health(APIView):
     @extend_schema(responses=HealthOut)
     def get(self, request: Request) -> Response:
         model = agent_settings().model or None
-        return Response({"status": "ok", "model": model, "tools": tool_registry().names()})
+        # Tools of MCP servers not yet connected are left out: a health check never connects.
+        names = known_tool_names(agent_settings())
+        return Response({"status": "ok", "model": model, "tools": names})
 
 
 class Tools(APIView):
     @extend_schema(responses={200: ToolOut(many=True), **AUTH_ERRORS})
     def get(self, request: Request) -> Response:
-        tools = [definition["function"] for definition in tool_registry().definitions()]
+        registry = async_to_sync(turn_registry)(agent_settings())
+        tools = [definition["function"] for definition in registry.definitions()]
         return Response(ToolOut(tools, many=True).data)
 
 
@@ -194,7 +197,3 @@ class TaskCancel(APIView):
     @extend_schema(request=None, responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
     def post(self, request: Request, task_id: UUID) -> Response:
         return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
-
-
-def tool_registry() -> ToolRegistry:
-    return process_tools(agent_settings())

@@ -1,0 +1,64 @@
+"""The workspace fence: user-given paths resolved (symlinks followed) and kept inside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.tools.guards.errors import GuardError
+
+
+class Workspace:
+    """Resolves user-given paths against a workspace root and fences them in.
+
+    Paths are resolved with symlinks followed (every component, the last one included),
+    so a link inside the workspace that points outside is refused just like ``../x``.
+    """
+
+    def __init__(self, root: Path | str, *, restrict: bool = True) -> None:
+        # Resolve the root too: a workspace under a symlinked /tmp must still contain its
+        # own resolved children.
+        self.root: Path = Path(root).expanduser().resolve()
+        self.restrict: bool = restrict
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r}, restrict={self.restrict})"
+
+    def contains(self, path: Path) -> bool:
+        """Whether the already resolved ``path`` is the root or below it."""
+        return path == self.root or path.is_relative_to(self.root)
+
+    def resolve(self, path: str | Path) -> Path:
+        """The real absolute path for ``path``; raises GuardError when it leaves the fence."""
+        raw = str(path)
+        if "\x00" in raw:
+            raise GuardError(f"path {raw!r} contains a NUL byte")
+        candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # symlink loops, unreadable components
+            raise GuardError(f"cannot resolve path '{raw}': {exc}") from exc
+        if self.restrict and not self.contains(resolved):
+            raise GuardError(
+                f"path '{raw}' is outside the workspace ({self.root}); "
+                "only paths inside the workspace are allowed"
+            )
+        return resolved
+
+    def allows(self, path: Path) -> bool:
+        """Whether an existing path found by walking (e.g. a symlink) may be shown or used."""
+        if not self.restrict:
+            return True
+        try:
+            return self.contains(path.resolve())
+        except (OSError, RuntimeError):
+            return False
+
+    def display(self, path: Path) -> str:
+        """A short name for ``path``: relative to the root when inside, absolute otherwise."""
+        if path == self.root:
+            return "."
+        if path.is_relative_to(self.root):
+            return path.relative_to(self.root).as_posix()
+        return str(path)

@@ -1,0 +1,300 @@
+"""HTTP for the web tools: an httpx client whose every connection goes to an address the
+network guard checked, and a download with redirects followed by hand, a size cap and
+a content-type gate.
+
+Imported on the first web tool call, never with `agent.tools`: httpx and httpcore cost a
+command-line start more than the whole tool package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import ssl
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httpcore
+import httpx
+
+from agent.tools.base import ToolError
+from agent.tools.guards import AddressGuard, GuardError
+
+logger = logging.getLogger(__name__)
+
+MAX_REDIRECTS = 5
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """The verifying TLS context every web client shares: loading the CA bundle costs
+    ~20 ms, and an SSLContext is safe to share across threads and event loops."""
+    return httpx.create_ssl_context()
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves and checks the host itself, then connects to the checked address.
+
+    Checking and connecting on the same lookup is what defeats DNS rebinding: a name that
+    answers a public address to the check and 127.0.0.1 to the connect cannot exist here.
+    TLS still verifies the host name: httpcore passes the URL's host to `start_tls`.
+    """
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._guard = guard
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await self._guard.resolve(host, port)
+        failure: Exception | None = None
+        for ip in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(ip),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve() never returns an empty list
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise GuardError("unix sockets cannot be reached")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+@contextlib.contextmanager
+def _as_httpx_errors() -> Iterator[None]:
+    # httpx's own transport does this translation; ours must too, so that callers see one
+    # family of errors.
+    try:
+        yield
+    except httpcore.TimeoutException as exc:
+        raise httpx.TimeoutException(str(exc) or "timed out") from exc
+    except httpcore.ConnectError as exc:
+        raise httpx.ConnectError(str(exc) or "connection failed") from exc
+    except (
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.UnsupportedProtocol,
+        httpcore.ProxyError,
+    ) as exc:
+        raise httpx.TransportError(str(exc) or type(exc).__name__) from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _as_httpx_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        if hasattr(self._stream, "aclose"):
+            await self._stream.aclose()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport over an httpcore pool whose connections `_PinnedBackend` makes.
+
+    httpx's own transport takes no network backend, so this one adapts requests to
+    httpcore (its public API) itself. It speaks HTTP/1.1 and never goes through a proxy.
+    """
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context(),
+            max_connections=4,
+            network_backend=_PinnedBackend(guard),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=cast(httpx.AsyncByteStream, request.stream),
+            extensions=request.extensions,
+        )
+        with _as_httpx_errors():
+            response = await self._pool.handle_async_request(core_request)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_Body(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+def guarded_client(guard: AddressGuard, *, timeout: float, user_agent: str) -> httpx.AsyncClient:
+    """A client for one web_fetch call.
+
+    One per call rather than one per process: an httpx client (its pool's sockets and
+    locks) belongs to the event loop it first ran on, and turns run on several loops
+    (daphne's, `asyncio.run` per CLI turn, a fresh one per django-q2 task). A fetch is one
+    page and its redirects, so a pool kept between calls would save little; the costly
+    part, the TLS context, is shared. ``trust_env=False``: a proxy from the environment
+    would connect on our behalf and so bypass the guard.
+    """
+    return httpx.AsyncClient(
+        transport=GuardedTransport(guard),
+        trust_env=False,
+        follow_redirects=False,
+        timeout=httpx.Timeout(timeout),
+        headers={"User-Agent": user_agent},
+    )
+
+
+def plain_client(*, timeout: float, user_agent: str) -> httpx.AsyncClient:
+    """A client for the search providers, whose addresses are the administrator's settings
+    and so not guarded. One per call, for the same event-loop reason as above."""
+    return httpx.AsyncClient(
+        trust_env=False,
+        verify=ssl_context(),
+        follow_redirects=True,
+        max_redirects=3,
+        timeout=httpx.Timeout(timeout),
+        headers={"User-Agent": user_agent},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Download:
+    """What a fetch brought back: the final URL after redirects and at most the size cap
+    of the (decoded) body."""
+
+    url: str
+    status: int
+    reason: str
+    content_type: str
+    charset: str | None
+    body: bytes
+    cut: bool  # the body went on past the cap
+
+
+_TEXT_TYPES = frozenset(
+    {
+        "application/json", "application/xml", "application/xhtml+xml", "application/javascript",
+        "application/ecmascript", "application/x-javascript", "application/x-ndjson",
+        "application/ld+json", "application/rss+xml", "application/atom+xml",
+        "application/x-yaml", "application/yaml", "application/toml", "application/csv",
+    }
+)  # fmt: skip
+
+
+def readable_type(content_type: str) -> bool | None:
+    """Whether a media type is text the tool can show: True, False, or None when only the
+    bytes can tell (no type, or a generic one)."""
+    if not content_type or content_type in {"application/octet-stream", "binary/octet-stream"}:
+        return None
+    if content_type.startswith("text/") or content_type in _TEXT_TYPES:
+        return True
+    return content_type.endswith(("+json", "+xml"))
+
+
+def looks_binary(sample: bytes) -> bool:
+    """NUL bytes in the first kilobyte: text formats do not have them."""
+    return b"\x00" in sample[:1024]
+
+
+async def download(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    max_bytes: int,
+    headers: dict[str, str] | None = None,
+) -> Download:
+    """GET ``url``, following at most `MAX_REDIRECTS` redirects, each hop's scheme checked
+    here and its host by the client's transport when it connects."""
+    current = _checked_url(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        request = client.build_request("GET", current, headers=headers)
+        response = await client.send(request, stream=True)
+        try:
+            location = response.headers.get("location")
+            if response.status_code in _REDIRECT_STATUSES and location:
+                current = _checked_url(location, base=response.url)
+                logger.info("web_fetch redirected to %s", current)
+                continue
+            return await _read(response, max_bytes)
+        finally:
+            await response.aclose()
+    raise ToolError(f"too many redirects (more than {MAX_REDIRECTS}); stopped at {current}")
+
+
+def _checked_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
+    try:
+        parsed = base.join(url) if base is not None else httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ToolError(f"invalid URL {url!r}: {exc}") from None
+    if parsed.scheme not in {"http", "https"}:
+        raise GuardError(f"only http and https URLs can be fetched, not {url}")
+    if not parsed.host:
+        raise ToolError(f"invalid URL {url!r}: it has no host")
+    return parsed.copy_with(fragment=None)
+
+
+async def _read(response: httpx.Response, max_bytes: int) -> Download:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    readable = readable_type(content_type)
+    if readable is False:
+        raise ToolError(_binary_refusal(content_type, response))
+    body = bytearray()
+    cut = False
+    async for chunk in response.aiter_bytes():
+        if readable is None and not body and looks_binary(chunk):
+            raise ToolError(_binary_refusal(content_type or "binary data", response))
+        body += chunk
+        if len(body) > max_bytes:
+            # The rest is never read: closing the response drops the connection.
+            del body[max_bytes:]
+            cut = True
+            break
+    return Download(
+        url=str(response.url),
+        status=response.status_code,
+        reason=response.reason_phrase,
+        content_type=content_type,
+        charset=response.charset_encoding,
+        body=bytes(body),
+        cut=cut,
+    )
+
+
+def _binary_refusal(content_type: str, response: httpx.Response) -> str:
+    size = response.headers.get("content-length")
+    what = f"{content_type}, {size} bytes" if size else content_type
+    return (
+        f"{response.url} is not a web page or text ({what}); web_fetch reads HTML, "
+        "text and JSON only"
+    )
