@@ -45,6 +45,7 @@ bench: install
 	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
 	$(PY) bench/long_session.py
 	$(PY) bench/background.py
+	$(PY) bench/mcp_calls.py
 
 # The reference MCP server the MCP client's tests talk to (Node.js 20+), installed once into a
 # project-local cache. Pinned: a new release must not change what the tests see.

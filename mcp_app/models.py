@@ -37,7 +37,7 @@ class McpServer(models.Model):
                 "Use lower-case letters, digits, '-' and '_', starting with a letter or digit.",
             )
         ],
-        help_text="Its tools are offered as mcp_<name>_<tool>.",
+        help_text="Its tools are offered to the model as mcp_NAME_TOOL.",
     )
     transport = models.CharField(max_length=8, choices=Transport.choices)
     command = models.CharField(

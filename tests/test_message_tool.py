@@ -17,6 +17,7 @@ from agent.tools.messaging import MessageTool
 from agent.turn.service import SessionRef, run_turn
 from cron_app import services
 from sessions_app.models import Message, Session
+from tests.conftest import run_manage
 from tests.jobs import GroupListener, as_worker
 from tests.llm_server import ScriptedLLM
 
@@ -167,3 +168,15 @@ async def test_the_heartbeats_message_reaches_the_latest_chat_once(
     stored = await sync_to_async(messages)("web:h1", ada)
     assert stored[-1] == ("assistant", "Time to stretch!")
     assert len(stored) == 3
+
+
+def test_the_command_line_prints_a_message_before_the_reply(
+    site_env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    llm.tool_call("message", {"content": "Looking into it now."})
+    llm.reply("The answer is 42.")
+
+    done = run_manage(site_env, "agent", "-m", "what is the answer?")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Looking into it now.", "The answer is 42."]

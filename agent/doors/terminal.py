@@ -36,17 +36,31 @@ class PlainPrinter:
         self.err = err
         self.streamed = False
         self.at_line_start = True
+        self.stream = ""
+        self.last_stream = ""
 
     async def __call__(self, event: Event) -> None:
         if isinstance(event, StreamChunk):
             self.out.write(event.content)
             self.out.flush()
             self.streamed = True
+            self.stream += event.content
             self.at_line_start = event.content.endswith("\n")
         elif isinstance(event, StreamEnd):
             if event.discarded:
                 self._err("(that answer was cut off; trying again)")
+            self.last_stream, self.stream = self.stream, ""
             self._newline()
+        elif (
+            isinstance(event, MessageEvent)
+            and event.role == "assistant"
+            and event.content != self.last_stream
+        ):
+            # What did not stream: a `message` the agent sent mid-turn, a command's answer.
+            self._newline()
+            self.out.write(event.content + "\n")
+            self.out.flush()
+            self.streamed = True
         elif isinstance(event, ToolCallEvent):
             self._newline()
             self._err(f"  ↳ {tool_hint(event.name, event.arguments)}")

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             name='McpServer',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='Its tools are offered as mcp_<name>_<tool>.', max_length=32, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9][a-z0-9_-]{0,31}$', "Use lower-case letters, digits, '-' and '_', starting with a letter or digit.")])),
+                ('name', models.CharField(help_text='Its tools are offered to the model as mcp_NAME_TOOL.', max_length=32, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9][a-z0-9_-]{0,31}$', "Use lower-case letters, digits, '-' and '_', starting with a letter or digit.")])),
                 ('transport', models.CharField(choices=[('stdio', 'stdio (a command the server starts)'), ('http', 'streamable HTTP (a URL)')], max_length=8)),
                 ('command', models.CharField(blank=True, help_text='stdio: the program to start, e.g. npx.', max_length=500)),
                 ('args', models.JSONField(blank=True, default=list, help_text='stdio: its arguments, a list.')),
