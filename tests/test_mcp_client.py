@@ -394,6 +394,27 @@ async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout
     assert "MCP server 'mute'" in caplog.text and "no answer within 1 s" in caplog.text
 
 
+async def test_a_server_that_keeps_failing_is_tried_ever_less_often(
+    hub: McpHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("agent.tools.mcp.hub.RETRY_AFTER", 0.3)
+    starts = tmp_path / "starts"
+    hub.configure(
+        [McpServerConfig("flaky", "stdio", command="/bin/sh", args=("-c", f"echo >> {starts}"))]
+    )
+
+    def tries() -> int:
+        return len(starts.read_text().splitlines()) if starts.exists() else 0
+
+    assert await hub.tools() == [] and tries() == 1
+    await asyncio.sleep(0.35)  # past the first wait (0.3 s): tried again
+    assert await hub.tools() == [] and tries() == 2
+    await asyncio.sleep(0.35)  # not past the second (0.6 s)
+    assert await hub.tools() == [] and tries() == 2
+    await asyncio.sleep(0.3)
+    assert await hub.tools() == [] and tries() == 3
+
+
 async def test_the_child_gets_its_configured_env_and_none_of_ours(
     hub: McpHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,8 +35,11 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# A server that failed to connect is left out of every turn for this long.
+# A server that failed to connect is left out of every turn for this long, twice as long
+# after each failure in a row, up to the most: a server that hangs would otherwise hold up
+# a turn for the whole connect timeout every 30 seconds.
 RETRY_AFTER = 30.0
+MAX_RETRY_AFTER = 600.0
 # Beyond the server's own timeout: the time to reach it, and for it to confirm the timeout.
 CALL_GRACE = 5.0
 
@@ -46,6 +49,7 @@ class _Failure:
     config: McpServerConfig
     until: float
     error: str
+    count: int = 1
 
 
 class McpHub:
@@ -237,11 +241,15 @@ class McpHub:
         name = conn.config.name
         with self._lock:
             current = self._configs.get(name) == conn.config
+            wait = RETRY_AFTER
             if conn.ready.result():
                 self._failures.pop(name, None)
             elif current:
+                last = self._failures.get(name)
+                count = last.count + 1 if last is not None and last.config == conn.config else 1
+                wait = min(RETRY_AFTER * 2 ** (count - 1), MAX_RETRY_AFTER)
                 self._failures[name] = _Failure(
-                    conn.config, time.monotonic() + RETRY_AFTER, conn.error
+                    conn.config, time.monotonic() + wait, conn.error, count
                 )
         if current and not conn.ready.result():
             logger.warning(
@@ -249,7 +257,7 @@ class McpHub:
                 name,
                 conn.config.describe(),
                 conn.error,
-                RETRY_AFTER,
+                wait,
             )
 
     async def _relist(self, conn: Connection) -> None:
