@@ -129,6 +129,24 @@ def test_other_users_read_servers_but_cannot_change_them(
     assert list(McpServer.objects.values_list("name", flat=True)) == ["files"]
 
 
+def test_other_users_see_neither_arguments_nor_a_urls_tokens(
+    staff: APIClient, reader: APIClient
+) -> None:
+    staff.post("/api/mcp-servers", {**FILES, "args": ["--token", "tok-123", "/srv"]})
+    staff.post(
+        "/api/mcp-servers",
+        {"name": "web", "transport": "http", "url": "https://u:pw@mcp.example:8443/s/TOK/mcp?k=q1"},
+    )
+    files, web = reader.get("/api/mcp-servers").json()
+    assert files["args"] == [MASK, MASK, MASK]
+    assert web["url"] == f"https://mcp.example:8443/{MASK}"
+    for secret in ("tok-123", "pw", "TOK", "q1"):
+        assert secret not in reader.get("/api/mcp-servers").content.decode()
+    # Staff, who change them, see them whole.
+    assert staff.get("/api/mcp-servers/files").json()["args"] == ["--token", "tok-123", "/srv"]
+    assert staff.get("/api/mcp-servers/web").json()["url"].endswith("/s/TOK/mcp?k=q1")
+
+
 def test_anonymous_clients_reach_no_server(staff: APIClient) -> None:
     staff.post("/api/mcp-servers", FILES)
     anonymous = APIClient()

@@ -93,10 +93,10 @@ async def test_a_call_past_the_servers_timeout_reads_as_an_error_and_the_turn_go
 
 
 def test_api_tools_lists_them_and_health_never_connects(
-    ada: User, token: str, tmp_path: Path
+    ada: User, token: str, tmp_path: Path, settings: Any, workspace: Path
 ) -> None:
     marker = tmp_path / "started"
-    demo(tmp_path, before=f"touch {marker}")
+    demo(tmp_path, before=f"pwd > {marker}")
     client = APIClient()
 
     health = client.get("/api/health").json()
@@ -107,7 +107,9 @@ def test_api_tools_lists_them_and_health_never_connects(
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     tools = {tool["name"]: tool for tool in client.get("/api/tools").json()}
     assert tools["mcp_demo_echo"]["parameters"]["properties"]["text"]["type"] == "string"
-    assert marker.exists()
+    # Started, and not in the workspace, where the model could plant code for it to load.
+    assert marker.read_text().strip() == str(Path(settings.DATA_DIR).resolve() / "mcp")
+    assert str(workspace) not in marker.read_text()
 
     assert "mcp_demo_echo" in client.get("/api/health").json()["tools"]
 

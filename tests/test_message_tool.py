@@ -29,7 +29,7 @@ def messages(key: str, owner: User | None = None) -> list[tuple[str, str]]:
     return list(found.values_list("role", "content"))
 
 
-async def test_a_message_to_this_conversation_is_sent_once_and_the_reply_not_again(
+async def test_a_progress_message_then_the_reply_each_reach_the_conversation(
     llm: ScriptedLLM, ada: User
 ) -> None:
     llm.tool_call("message", {"content": "Half of the files are done."})
@@ -39,15 +39,44 @@ async def test_a_message_to_this_conversation_is_sent_once_and_the_reply_not_aga
     result = await run_turn(SessionRef("web:w1", ada), "convert them", channel="web", emit=events)
 
     sent = [(e.role, e.content) for e in events.of_type("message")]
-    # The user's words, then the tool's message; the reply streamed and is not sent again.
-    assert sent == [("user", "convert them"), ("assistant", "Half of the files are done.")]
-    assert result.delivered and result.text == "All done."
-    chunks = "".join(e.content for e in events.of_type("stream_chunk"))
-    assert chunks == "All done."
+    assert sent == [
+        ("user", "convert them"),
+        ("assistant", "Half of the files are done."),
+        ("assistant", "All done."),  # other tabs see no stream: they need the reply
+    ]
+    assert result.text == "All done."
     # The history stays whole for the next model call: the call, its result, the reply.
     stored = await sync_to_async(messages)("web:w1", ada)
     assert [role for role, _ in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[2] == ("tool", "Message sent.")
+
+
+async def test_a_reply_that_repeats_the_message_is_not_sent_twice(
+    llm: ScriptedLLM, ada: User
+) -> None:
+    llm.tool_call("message", {"content": "The answer is 42."})
+    llm.reply("The answer is 42.\n")
+    events = Collector()
+
+    result = await run_turn(SessionRef("web:w4", ada), "answer?", channel="web", emit=events)
+
+    sent = [(e.role, e.content) for e in events.of_type("message")]
+    assert sent == [("user", "answer?"), ("assistant", "The answer is 42.")]
+    assert result.success and result.delivered
+
+
+async def test_a_turn_that_fails_after_a_message_still_says_why(
+    llm: ScriptedLLM, ada: User
+) -> None:
+    llm.tool_call("message", {"content": "Working on it..."})
+    llm.fault(400, body={"error": {"message": "bad request"}})
+    events = Collector()
+
+    result = await run_turn(SessionRef("web:w5", ada), "go", channel="web", emit=events)
+
+    assert not result.success and not result.delivered
+    replies = [e.content for e in events.of_type("message") if e.role == "assistant"]
+    assert replies == ["Working on it...", result.text]
 
 
 async def test_without_the_tool_the_reply_is_sent_as_before(llm: ScriptedLLM, ada: User) -> None:

@@ -4,12 +4,16 @@ the size cap, the time limit, redirects, binary refusal, and both search provide
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -199,6 +203,14 @@ def _ddg(handler: Any) -> None:
     send(handler, 200, "text/html; charset=utf-8", page.encode())
 
 
+@functools.cache
+def bomb() -> bytes:
+    """100 MB of zeros packed into 100 KB: each network chunk of it unpacks to megabytes."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    return b"".join(packer.compress(zeros) for _ in range(100)) + packer.flush()
+
+
 ROUTES: dict[str, Callable[[Any], None]] = {
     "/article": lambda h: send(h, 200, "text/html; charset=utf-8", ARTICLE.encode()),
     "/shell": lambda h: send(h, 200, "text/html", APP_SHELL.encode()),
@@ -210,6 +222,13 @@ ROUTES: dict[str, Callable[[Any], None]] = {
         h, 200, "text/plain; charset=iso-8859-1", "caf\u00e9 cr\u00e8me".encode("latin-1")
     ),
     "/big": lambda h: send(h, 200, "text/plain", b"a" * (BIG - 9) + b"TAILMARK\n"),
+    "/gzip": lambda h: send(
+        h, 200, "text/plain", gzip.compress(b"packed words"), {"Content-Encoding": "gzip"}
+    ),
+    "/bomb": lambda h: send(h, 200, "text/plain", bomb(), {"Content-Encoding": "gzip"}),
+    "/bomb2": lambda h: send(
+        h, 200, "text/plain", gzip.compress(bomb()), {"Content-Encoding": "gzip, gzip"}
+    ),
     "/slow": _slow,
     "/redirect": _redirect,
     "/to": lambda h: send(h, 302, None, b"", {"Location": query(h)["url"]}),
@@ -317,6 +336,24 @@ async def test_the_download_stops_at_the_size_cap(server, fetch_tool) -> None:
     assert "the download stopped at 5120 KB" in result
     assert "TAILMARK" not in result
     assert f"showing the first 200 of {5 * 1024 * 1024} characters" in result
+
+
+async def test_a_packed_page_is_unpacked_and_a_bomb_never_whole(server, fetch_tool) -> None:
+    assert "packed words" in await fetch(fetch_tool, server.url("/gzip"))
+    assert "gzip, deflate" in server.seen[-1].headers["Accept-Encoding"]
+
+    bomb()  # packed before memory is counted
+    tracemalloc.start()
+    try:
+        result = await fetch(fetch_tool, server.url("/bomb"), max_chars=200)
+        peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+    assert "the download stopped at 5120 KB" in result
+    assert peak_mb < 40  # unpacked a bounded amount at a time, never a chunk's worth whole
+
+    result = await fetch(fetch_tool, server.url("/bomb2"))
+    assert result.startswith("Error") and "encoding web_fetch does not read (gzip, gzip)" in result
 
 
 async def test_a_slow_server_hits_the_total_time_limit(server) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import ssl
+import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -238,7 +239,9 @@ async def download(
     here and its host by the client's transport when it connects."""
     current = _checked_url(url)
     for _ in range(MAX_REDIRECTS + 1):
-        request = client.build_request("GET", current, headers=headers)
+        request = client.build_request(
+            "GET", current, headers={"Accept-Encoding": "gzip, deflate", **(headers or {})}
+        )
         response = await client.send(request, stream=True)
         try:
             location = response.headers.get("location")
@@ -269,9 +272,16 @@ async def _read(response: httpx.Response, max_bytes: int) -> Download:
     readable = readable_type(content_type)
     if readable is False:
         raise ToolError(_binary_refusal(content_type, response))
+    decoder = _decoder(response)
     body = bytearray()
     cut = False
-    async for chunk in response.aiter_bytes():
+    # Raw bytes, unpacked here a bounded amount at a time: httpx would unpack each chunk
+    # whole, and a few kilobytes of nested gzip make gigabytes.
+    async for raw in response.aiter_raw():
+        try:
+            chunk = decoder.decompress(raw, max_bytes - len(body) + 1) if decoder else raw
+        except zlib.error:
+            raise ToolError(f"{response.url} sent a body that does not unpack") from None
         if readable is None and not body and looks_binary(chunk):
             raise ToolError(_binary_refusal(content_type or "binary data", response))
         body += chunk
@@ -289,6 +299,24 @@ async def _read(response: httpx.Response, max_bytes: int) -> Download:
         body=bytes(body),
         cut=cut,
     )
+
+
+def _decoder(response: httpx.Response) -> Any:
+    """The unpacker for the response's `Content-Encoding` (None for none); one of gzip or
+    deflate, not stacked, is all a page needs and all `download` asks for."""
+    encodings = [
+        word.strip().lower()
+        for word in response.headers.get("content-encoding", "").split(",")
+        if word.strip().lower() not in ("", "identity")
+    ]
+    if not encodings:
+        return None
+    if len(encodings) > 1 or encodings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise ToolError(
+            f"{response.url} is sent with an encoding web_fetch does not read "
+            f"({', '.join(encodings)})"
+        )
+    return zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encodings[0] else 0))
 
 
 def _binary_refusal(content_type: str, response: httpx.Response) -> str:

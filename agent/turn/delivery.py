@@ -20,8 +20,8 @@ class Delivery:
 
     A message without a target goes where the turn's answer goes: its `home`, the
     conversation a cron job or the heartbeat reports to, else the turn's own session.
-    `answered` tells the turn that the model already sent something there, so its final
-    reply is not delivered a second time."""
+    `said` keeps what the model sent there, so that the turn does not deliver the same
+    words again as its reply."""
 
     def __init__(
         self,
@@ -37,7 +37,7 @@ class Delivery:
         self.emit = emit
         self.run_id = run_id
         self.home = home or session
-        self.answered = False
+        self.said: list[str] = []
 
     async def __call__(self, content: str, *, session_key: str | None = None) -> None:
         key = session_key or self.home.key
@@ -52,7 +52,11 @@ class Delivery:
             await post(target, content)
             logger.info("run %s delivered a message to %s", self.run_id, key)
         if key == self.home.key:
-            self.answered = True
+            self.said.append(content)
+
+    def repeats(self, reply: str) -> bool:
+        """Whether `reply` is what the model already sent home with the tool."""
+        return reply.strip() in {text.strip() for text in self.said}
 
 
 async def post(target: Session, content: str, *after: Event) -> None:

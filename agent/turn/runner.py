@@ -56,7 +56,9 @@ class TurnResult:
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     error_kind: str | None = None
-    # The model sent its answer with the `message` tool: the reply is not delivered again.
+    # The turn succeeded and its model sent the conversation it reports to (a cron job's,
+    # the heartbeat's) what it had to say with the `message` tool: the caller need not
+    # deliver the reply there too.
     delivered: bool = False
 
     @property
@@ -250,9 +252,11 @@ class TurnRunner:
             cost=outcome.cost,
         )
         await self.emit(ThinkingFinished(run_id=self.run_id))
-        # A stopped turn has no reply (the /stop answer says what happened), and one whose
-        # model already messaged the conversation has said it.
-        if not cancelled and not self.delivery.answered:
+        succeeded = status == Run.Status.SUCCEEDED
+        # A stopped turn has no reply (the /stop answer says what happened). A reply is not
+        # sent twice: not when the model already sent these very words here as a message.
+        here = self.delivery.home is self.session
+        if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
             )
@@ -266,5 +270,5 @@ class TurnRunner:
             usage=outcome.usage,
             error=outcome.error,
             error_kind=outcome.error_kind,
-            delivered=self.delivery.answered,
+            delivered=succeeded and bool(self.delivery.said),
         )

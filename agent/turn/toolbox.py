@@ -115,9 +115,18 @@ def known_tool_names(conf: AgentSettings) -> list[str]:
 
 
 async def mcp_servers(conf: AgentSettings) -> list[McpServerConfig]:
-    """The enabled MCP servers as the hub takes them; stdio servers start in the workspace."""
+    """The enabled MCP servers as the hub takes them.
+
+    stdio servers start in a folder of the site's data, never in the workspace: the model
+    writes there, and programs look for code in the folder they start in (`python -m`,
+    `npx`), which would run it outside the sandbox."""
+    rows = await store.enabled_mcp_servers()
+    if not rows:
+        return []
+    folder = conf.data_dir / "mcp"
+    folder.mkdir(parents=True, exist_ok=True)
     configs = []
-    for row in await store.enabled_mcp_servers():
+    for row in rows:
         try:
             configs.append(
                 McpServerConfig(
@@ -129,7 +138,7 @@ async def mcp_servers(conf: AgentSettings) -> list[McpServerConfig]:
                     url=row.url,
                     headers=tuple(sorted(row.headers.items())),
                     tool_timeout=float(row.tool_timeout),
-                    cwd=str(conf.workspace),
+                    cwd=str(folder),
                 )
             )
         except (ValueError, TypeError, AttributeError) as exc:  # a row the admin let through

@@ -6,6 +6,7 @@ with `MASK`, and `MASK` sent back for a name keeps its stored value."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -72,6 +73,30 @@ class McpServerOut(serializers.ModelSerializer):
             "updated",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: McpServer) -> dict[str, Any]:
+        shown = super().to_representation(instance)
+        request = self.context.get("request")
+        if not (request and request.user.is_staff):
+            # Everyone may see which servers their agent uses, but arguments and a URL's
+            # path, login and query often carry tokens: those are for staff.
+            shown["args"] = [MASK for _ in shown["args"]]
+            shown["url"] = _bare_url(shown["url"])
+        return shown
+
+
+def _bare_url(url: str) -> str:
+    """`url` as scheme, host and port, with `MASK` for whatever followed them."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.hostname or ''}"
+        origin += f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return MASK
+    rest = url.split("://", 1)[-1].partition("/")[2]
+    return f"{origin}/{MASK}" if rest or parts.username or parts.password else origin
 
 
 def _text(**kwargs: Any) -> StrictCharField:
@@ -148,7 +173,9 @@ class McpServerList(APIView):
         description="All MCP servers, by name.",
     )
     def get(self, request: Request) -> Response:
-        return Response(McpServerOut(selectors.list_servers(), many=True).data)
+        return Response(
+            McpServerOut(selectors.list_servers(), many=True, context={"request": request}).data
+        )
 
     @extend_schema(
         request=McpServerIn,
@@ -158,7 +185,10 @@ class McpServerList(APIView):
     def post(self, request: Request) -> Response:
         data = McpServerIn(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(McpServerOut(_save(None, dict(data.validated_data))).data, status=201)
+        return Response(
+            McpServerOut(_save(None, dict(data.validated_data)), context={"request": request}).data,
+            status=201,
+        )
 
 
 class McpServerDetail(APIView):
@@ -166,7 +196,7 @@ class McpServerDetail(APIView):
 
     @extend_schema(responses={200: McpServerOut, **AUTH_ERRORS, **NOT_FOUND})
     def get(self, request: Request, name: str) -> Response:
-        return Response(McpServerOut(_server(name)).data)
+        return Response(McpServerOut(_server(name), context={"request": request}).data)
 
     @extend_schema(
         request=McpServerIn,
@@ -194,4 +224,8 @@ class McpServerDetail(APIView):
         server = _server(name)
         data = McpServerIn(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
-        return Response(McpServerOut(_save(server, dict(data.validated_data))).data)
+        return Response(
+            McpServerOut(
+                _save(server, dict(data.validated_data)), context={"request": request}
+            ).data
+        )
