@@ -71,11 +71,11 @@ class McpServerAdmin(admin.ModelAdmin):
 
     @admin.display(description="env")
     def env_names(self, obj: McpServer) -> str:
-        return ", ".join(masked(obj.env)) or "-"
+        return ", ".join(sorted(masked(obj.env))) or "-"
 
     @admin.display(description="headers")
     def header_names(self, obj: McpServer) -> str:
-        return ", ".join(masked(obj.headers)) or "-"
+        return ", ".join(sorted(masked(obj.headers))) or "-"
 
     def get_fieldsets(self, request: HttpRequest, obj: McpServer | None = None) -> Any:
         if obj is None or self.has_change_permission(request, obj):
