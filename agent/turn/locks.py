@@ -1,9 +1,12 @@
 """Per-session serialisation and the registry of running turns.
 
-Two turns of one session must never interleave, whichever process runs them. An exclusive
-`flock` on a per-session file covers every process on the host (the web server, the
-worker, the command line); an asyncio lock in front of it keeps waiters in one process in
-order and off the polling path.
+Two turns of one session must never interleave, whichever process, on whichever host, runs
+them. The lock lives where the data lives: on PostgreSQL an advisory lock, held by a
+connection of its own for the length of the turn, covers every host of a site; on the
+embedded SQLite default, whose processes share one disk, an exclusive `flock` on a
+per-session file does. Either way the lock goes with its holder if that process dies (the
+database ends its session; the kernel closes its file). An asyncio lock in front keeps
+waiters in one process in order and off the polling path.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from django.db import connections
+
 POLL_SECONDS = 0.05
+# The first key of every advisory lock a turn takes ("agnt"), so that other users of the
+# same database's advisory locks do not collide with sessions.
+ADVISORY_LOCK_CLASS = 0x61676E74
 
 _local_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 _running: dict[int, set[asyncio.Task[object]]] = {}
@@ -28,18 +36,54 @@ async def session_lock(session_id: int, *, lock_dir: Path) -> AsyncIterator[None
     if local is None:
         local = _local_locks[session_id] = asyncio.Lock()
     async with local:
-        fd = _open_lock_file(lock_dir, session_id)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    # Another process holds the session; polling keeps the wait cancellable.
-                    await asyncio.sleep(POLL_SECONDS)
+        held = _advisory_lock if _on_postgresql() else _file_lock
+        async with held(session_id, lock_dir):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextlib.asynccontextmanager
+async def _file_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
+    fd = _open_lock_file(lock_dir, session_id)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # Another process holds the session; polling keeps the wait cancellable.
+                await asyncio.sleep(POLL_SECONDS)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextlib.asynccontextmanager
+async def _advisory_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
+    import psycopg
+
+    # A connection of the lock's own, not Django's: Django may close its connections
+    # between two queries of a turn, and a session-level advisory lock goes with them.
+    params = connections["default"].get_connection_params()
+    for django_only in ("cursor_factory", "context"):
+        params.pop(django_only, None)
+    conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+    try:
+        key = (ADVISORY_LOCK_CLASS, session_id % 2**31)
+        while True:
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+            row = await cursor.fetchone()
+            if row and row[0]:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        yield
+    finally:
+        # Closing the connection releases the lock; a cancel arriving meanwhile must not
+        # leave the connection, and with it the lock, open.
+        await asyncio.shield(conn.close())
+
+
+def _on_postgresql() -> bool:
+    return connections["default"].vendor == "postgresql"
 
 
 def _open_lock_file(lock_dir: Path, session_id: int) -> int:

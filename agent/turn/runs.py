@@ -23,6 +23,7 @@ from agent.context import compose_prompt
 from agent.turn.errors import ModelNotConfigured, SessionGone, TurnError
 from agent.turn.fanout import GroupSink
 from agent.turn.service import run_queued
+from agent.turn.watch import announce_stop
 from sessions_app import selectors, services
 from sessions_app.models import Run, Session
 
@@ -86,6 +87,8 @@ def execute(run: Run, *, owner: User | None) -> None:
 def cancel_task(run: Run) -> Run:
     """Stop a task; wait a little for a running one to notice, wherever it runs."""
     run = services.cancel_run(run_id=run.pk)
+    if run.status == Run.Status.RUNNING:
+        async_to_sync(announce_stop)([run.pk])
     deadline = time.monotonic() + CANCEL_WAIT_SECONDS
     while run.status == Run.Status.RUNNING and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -11,6 +11,7 @@ from agent.conf import AgentSettings
 from agent.turn import memory, store
 from agent.turn.errors import validate_model_name
 from agent.turn.locks import cancel_running, session_lock
+from agent.turn.watch import announce_stop
 from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,12 @@ async def _new(args: str, ctx: _Context) -> str:
 
 
 async def _stop(args: str, ctx: _Context) -> str:
-    # Runs in other processes see the flag within a poll; this process's stop at once.
+    # This process's turns stop here, other processes' when the channel layer tells them
+    # (or, should it lose the message, when they next poll their runs' flags).
+    running = await store.running_runs(session_id=ctx.session.pk, exclude=ctx.current_run)
     asked = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
     stopped = max(asked, cancel_running(ctx.session.pk))
+    await announce_stop(running)
     if not stopped:
         return "No running task to stop."
     return f"Stopped {stopped} task{'s' if stopped != 1 else ''}."

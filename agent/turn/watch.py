@@ -1,9 +1,12 @@
 """One watcher for every turn a process runs: stops asked for elsewhere, and heartbeats.
 
-A `/stop` from another process (or a delete of the session) reaches a turn as a flag on
-its run record. Polling for it per turn would cost a query per turn twice a second, which
-at fifty concurrent turns is a good part of a core; one poll asks about all of them, and
-the same loop keeps their heartbeats going.
+A `/stop` from another process (or host) reaches a turn at once through the channel layer:
+the watcher listens on one channel for every turn it runs, each turn's stop group leading
+there (`announce_stop`). The flag on the run record is the backstop, for a layer that lost
+the message or that reaches no other process (the in-memory one), and a delete of the
+session takes the run record with it. Polling for those per turn would cost a query per
+turn twice a second, which at fifty concurrent turns is a good part of a core; one poll
+asks about all of them, and the same loop keeps their heartbeats going.
 """
 
 from __future__ import annotations
@@ -11,39 +14,102 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 from uuid import UUID
 
+from channels.layers import get_channel_layer
+
 from agent.turn import store
+from agent.turn.fanout import PUBLISH_TIMEOUT
 from sessions_app.models import HEARTBEAT_SECONDS
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
+STOP = "run.stop"
 
 
 class RunWatcher:
-    """The turns of one event loop, and the task that polls for them."""
+    """The turns of one event loop, the task that polls for them, and the one that listens
+    for their stops."""
 
     def __init__(self) -> None:
         self.turns: dict[UUID, asyncio.Task[Any]] = {}
         self.poller: asyncio.Task[None] | None = None
+        self.listener: asyncio.Task[None] | None = None
+        self.channel: asyncio.Future[str] | None = None
+        self.chores: set[asyncio.Task[None]] = set()
 
     def watch(self, run_id: UUID, turn: asyncio.Task[Any]) -> Callable[[], None]:
         self.turns[run_id] = turn
         if self.poller is None or self.poller.done():
             self.poller = asyncio.create_task(self._poll(), name="run-watcher")
+        layer = get_channel_layer()
+        if layer is not None:
+            if self.listener is None or self.listener.done():
+                self.channel = asyncio.get_running_loop().create_future()
+                self.listener = asyncio.create_task(self._listen(layer), name="stop-listener")
+            self._chore(self._subscribe(layer, run_id, add=True))
 
         def unwatch() -> None:
-            self.turns.pop(run_id, None)
+            self._forget(run_id)
 
         return unwatch
+
+    def _forget(self, run_id: UUID) -> asyncio.Task[Any] | None:
+        turn = self.turns.pop(run_id, None)
+        layer = get_channel_layer()
+        if turn is not None and layer is not None and self.channel is not None:
+            self._chore(self._subscribe(layer, run_id, add=False))
+        return turn
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self.chores.add(task)
+        task.add_done_callback(self.chores.discard)
+
+    async def _subscribe(self, layer: Any, run_id: UUID, *, add: bool) -> None:
+        assert self.channel is not None
+        try:
+            channel = await asyncio.wait_for(asyncio.shield(self.channel), PUBLISH_TIMEOUT)
+            change = layer.group_add if add else layer.group_discard
+            await asyncio.wait_for(change(stop_group(run_id), channel), PUBLISH_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the flag on the run record still stops the turn
+            logger.warning("could not listen for stops of run %s", run_id, exc_info=True)
+
+    async def _listen(self, layer: Any) -> None:
+        assert self.channel is not None
+        try:
+            channel = await layer.new_channel()
+            self.channel.set_result(channel)
+            while True:
+                message = await layer.receive(channel)
+                if message.get("type") == STOP:
+                    self._stop(UUID(message["run"]))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the poll still sees the flag, half a second later
+            logger.warning("stopped listening for stops through the channel layer", exc_info=True)
+            if not self.channel.done():
+                self.channel.set_exception(RuntimeError("no stop channel"))
+
+    def _stop(self, run_id: UUID) -> None:
+        turn = self._forget(run_id)
+        if turn is not None and not turn.cancelling() and not turn.done():
+            turn.cancel()
 
     async def _poll(self) -> None:
         try:
             await self._poll_while_watched()
         finally:
+            if self.listener is not None and not self.turns:
+                # Only one loop at a time may receive on a layer (channels-redis): a loop
+                # with no turns left lets go of it.
+                self.listener.cancel()
+                self.listener = None
             # The watcher and its task refer to the loop: with nothing to watch, it goes,
             # so that a loop that has run its course can be collected.
             loop = asyncio.get_running_loop()
@@ -67,14 +133,33 @@ class RunWatcher:
                 logger.warning("could not poll the running turns", exc_info=True)
                 continue
             for run_id in stopping:
-                turn = self.turns.pop(run_id, None)
-                if turn is not None and not turn.cancelling() and not turn.done():
-                    turn.cancel()
+                self._stop(run_id)
 
 
 _watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunWatcher] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def stop_group(run_id: UUID) -> str:
+    """The channel-layer group that reaches whichever process runs `run_id`'s turn."""
+    return f"run-stop.{run_id.hex}"
+
+
+async def announce_stop(run_ids: Iterable[UUID]) -> None:
+    """Tell the processes running these turns to stop them now. Callers flag the runs on
+    their records first: a stop the layer loses is still seen by the next poll."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for run_id in run_ids:
+        message = {"type": STOP, "run": run_id.hex}
+        try:
+            await asyncio.wait_for(layer.group_send(stop_group(run_id), message), PUBLISH_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("could not announce the stop of run %s", run_id, exc_info=True)
 
 
 def watch_run(run_id: UUID, turn: asyncio.Task[Any]) -> Callable[[], None]:
