@@ -23,13 +23,17 @@ LOGIN = ("tester", "tester-pass-123")
 
 @pytest.fixture(autouse=True, scope="session")
 def _close_worker_thread_connections(django_db_setup: None) -> Iterator[None]:
-    """Async tests reach the database from asgiref's worker thread, whose connection
-    outlives them; close it so the test database can be dropped at the end."""
+    """Async tests reach the database from asgiref's worker thread (and, on PostgreSQL,
+    from the turn's database lanes), whose connections outlive them; close them so the
+    test database can be dropped at the end."""
     yield
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+    from agent.turn.db import lanes
+
+    lanes.close_connections()
 
 
 @pytest.fixture(autouse=True)

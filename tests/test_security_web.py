@@ -26,7 +26,7 @@ from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from agentsite import urls
-from tests.conftest import LOGIN, ROOT, free_port, manage, wait_for_port
+from tests.conftest import LOGIN, ROOT, free_port, manage, run_manage, wait_for_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -380,3 +380,12 @@ def test_serve_stops_the_workers_processes_when_the_worker_dies(
     serve.wait(timeout=60)
     wait_until(lambda: not marked_processes(mark), 15, lambda: f"left: {marked_processes(mark)}")
     assert serve.returncode != 0, log.read_text()[-4000:]
+
+
+def test_serve_beyond_this_machine_needs_the_names_the_site_answers_to(
+    site_env: dict[str, str],
+) -> None:
+    done = run_manage(site_env, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert done.returncode != 0
+    assert "needs DJANGO_ALLOWED_HOSTS" in done.stderr and "Traceback" not in done.stderr
+    assert "Serving" not in done.stdout

@@ -18,10 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from agent.conf import AgentSettings
 from agent.llm import LLM, LLMError
+from agent.turn.db import on_db
 from agent.turn.model_config import llm_config
 from sessions_app import memory as memories
 from sessions_app.models import Message
@@ -76,14 +75,12 @@ async def consolidate(
     `everything`) into memory. False when there was nothing to do, or when another
     consolidation of the session held it for longer than `wait` seconds."""
     deadline = time.monotonic() + wait
-    while (
-        lease := await sync_to_async(memories.claim_consolidation)(session_id=session_id)
-    ) is None:
+    while (lease := await on_db(memories.claim_consolidation)(session_id=session_id)) is None:
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(0.5)
     try:
-        rows = await sync_to_async(_part)(session_id, None if everything else conf.memory_window)
+        rows = await on_db(_part)(session_id, None if everything else conf.memory_window)
         if not rows:
             return False
         transcript = _transcript(rows)
@@ -91,7 +88,7 @@ async def consolidate(
             saved = await _summarise(transcript, rows[0], model=model, conf=conf)
         else:  # no model to ask: kept as it was said
             saved = Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
-        await sync_to_async(memories.save_consolidation)(
+        await on_db(memories.save_consolidation)(
             session_id=session_id,
             upto=rows[-1].id,
             history_entry=saved.history_entry,
@@ -99,7 +96,7 @@ async def consolidate(
         )
         return True
     finally:
-        await sync_to_async(memories.release_consolidation)(session_id=session_id, lease=lease)
+        await on_db(memories.release_consolidation)(session_id=session_id, lease=lease)
 
 
 def _part(session_id: int, window: int | None) -> list[Message]:
@@ -139,8 +136,8 @@ def _transcript(rows: list[Message]) -> str:
 
 async def _summarise(transcript: str, first: Message, *, model: str, conf: AgentSettings) -> Saved:
     owner_id = first.session.owner_id
-    current = await sync_to_async(memories.long_term_memory)(owner_id=owner_id)
-    earlier = await sync_to_async(memories.latest_summary)(session_id=first.session_id)
+    current = await on_db(memories.long_term_memory)(owner_id=owner_id)
+    earlier = await on_db(memories.latest_summary)(session_id=first.session_id)
     messages = [
         {"role": "system", "content": INSTRUCTIONS},
         {

@@ -27,6 +27,22 @@ logger = logging.getLogger(__name__)
 GRACE_SECONDS = 10
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def check_reachable_names(host: str) -> None:
+    """A site served beyond this machine must be told the names it answers to: with the
+    loopback-only default it would answer every request with 400."""
+    if host in LOOPBACK or settings.DEBUG:
+        return
+    if not set(settings.ALLOWED_HOSTS) - LOOPBACK:
+        raise CommandError(
+            f"serving on {host} needs DJANGO_ALLOWED_HOSTS: the names this site answers to "
+            "(e.g. DJANGO_ALLOWED_HOSTS=agents.example.com), and DJANGO_CSRF_TRUSTED_ORIGINS "
+            "if its pages come through another origin (https://agents.example.com)"
+        )
+
+
 def check_port_free(host: str, port: int) -> None:
     """Bind the address as daphne will, so that a taken port stops us before any child
     starts, rather than after the worker is already up beside a daphne that failed."""
@@ -76,6 +92,7 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         # Before any child starts: on missing tables they would fail with a traceback each.
         require_migrated()
+        check_reachable_names(host)
         check_port_free(host, port)
         warning = startup_warning(restrict=agent_settings().restrict_to_workspace)
         if warning:

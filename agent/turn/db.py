@@ -1,0 +1,124 @@
+"""Where the async side's database calls run.
+
+Django's ORM is synchronous, so each call goes to a thread. asgiref's default sends every
+call of a process to one thread, so every socket's queries wait behind each other's. On
+the embedded SQLite, whose single writer serialises them anyway, that is what it wants; on
+PostgreSQL a slow query of one conversation would hold up all the others. There, calls
+made from async code go to a few lanes, each a thread with a connection of its own, the
+least busy lane first.
+
+A call made under `async_to_sync` from a sync thread (a view, a worker's task) stays in
+that thread, as asgiref would keep it: it must see what that thread's open transaction
+has written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from django.db import InterfaceError, OperationalError, connections
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+LANES = 4
+
+
+class Lanes:
+    """Single-thread executors, each keeping its own database connection."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._executors: list[ThreadPoolExecutor] = []
+        self._busy: list[int] = []
+
+    async def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        lane = self._take()
+        try:
+            call = functools.partial(_call, fn, args, kwargs)
+            return await asyncio.get_running_loop().run_in_executor(self._executors[lane], call)
+        finally:
+            with self._lock:
+                self._busy[lane] -= 1
+
+    def _take(self) -> int:
+        with self._lock:
+            if not self._executors:
+                for number in range(self.size):
+                    self._executors.append(
+                        ThreadPoolExecutor(1, thread_name_prefix=f"db-lane-{number}")
+                    )
+                    self._busy.append(0)
+            lane = min(range(self.size), key=self._busy.__getitem__)
+            self._busy[lane] += 1
+            return lane
+
+    def close_connections(self) -> None:
+        """Close every lane's connections (tests, before their database is dropped)."""
+        with self._lock:
+            executors = list(self._executors)
+        for executor in executors:
+            executor.submit(connections.close_all).result(timeout=30)
+
+
+lanes = Lanes(LANES)
+
+
+def _call(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+    _drop_broken_connections()
+    try:
+        return fn(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        # A connection that died while idle (the database restarted) fails the first call
+        # that uses it. Once more on a new connection: a call's writes are one statement or
+        # one transaction, which the dead connection took back.
+        if not _drop_broken_connections():
+            raise
+        logger.info("the database connection had gone; %s runs again", fn.__qualname__)
+        return fn(*args, **kwargs)
+
+
+def _drop_broken_connections() -> bool:
+    """Close the connections that failed (the database restarted, or refused us for a
+    moment), so that the next query opens a new one instead of failing the same way; True
+    if there was one."""
+    dropped = False
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                logger.info("dropping a broken %s connection", conn.vendor)
+                conn.close()
+                dropped = True
+    return dropped
+
+
+def on_db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`fn` (a selector or service) made awaitable, run where the database wants it."""
+    serial = sync_to_async(fn)
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        if _under_sync_caller() or connections["default"].vendor != "postgresql":
+            return await serial(*args, **kwargs)
+        return await lanes.run(fn, *args, **kwargs)
+
+    return call
+
+
+def _under_sync_caller() -> bool:
+    return bool(
+        getattr(AsyncToSync.executors, "current", None)
+        or SyncToAsync.thread_sensitive_context.get(None)
+    )
