@@ -57,6 +57,7 @@ class SpawnTool(Tool):
 
 class SubagentTool(Tool):
     name = "subagent"
+    time_limit = None  # a whole agent: its model calls and iteration cap bound it
     description = (
         "Run a sub-agent on a self-contained task and wait for its answer. It has the same "
         "tools but no conversation history, so put everything it needs into `task`. Use "

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_TIME_LIMIT = 300.0
+
 
 class ToolError(Exception):
     """A failure the model should read as plain text.
@@ -107,9 +109,10 @@ class Tool(ABC):
     """Base class for every tool the model can call.
 
     Subclasses set ``name``, ``description`` and ``parameters`` (a JSON schema of type
-    object) and implement ``execute``. ``execute`` gets the turn's ``ToolContext`` first
-    (positional, so no argument name of the model's can clash with it), then the already
-    validated arguments as keyword arguments, and returns the text the model will see.
+    object), may set ``time_limit``, and implement ``execute``. ``execute`` gets the turn's
+    ``ToolContext`` first (positional, so no argument name of the model's can clash with
+    it), then the already validated arguments as keyword arguments, and returns the text
+    the model will see.
 
     One instance serves every turn of the process: keep per-call state in locals and
     per-turn facts in the context, never on ``self``.
@@ -118,6 +121,9 @@ class Tool(ABC):
     name: str = ""
     description: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    # The most seconds one call may take before the registry stops it and tells the model;
+    # None for a tool that bounds its own calls (exec, MCP tools) or runs a whole agent.
+    time_limit: float | None = DEFAULT_TIME_LIMIT
 
     @abstractmethod
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:

@@ -147,10 +147,21 @@ class ToolRegistry:
             where = "/".join(str(part) for part in error.absolute_path) or "<root>"
             return f"Error: invalid arguments for '{name}': {where}: {error.message}"
 
+        limit = asyncio.timeout(tool.time_limit)
         try:
-            result = await tool.execute(ctx or ToolContext.detached(), **args)
+            async with limit:
+                result = await tool.execute(ctx or ToolContext.detached(), **args)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            if not limit.expired():
+                ref = failures.log_failure(logger, "tool %r failed", name)
+                return f"Error: {name} failed unexpectedly (reference {ref}); try another way."
+            logger.warning("tool %r took longer than %g s and was stopped", name, tool.time_limit)
+            return (
+                f"Error: {name} took longer than {tool.time_limit:g} seconds and was stopped; "
+                "try a smaller step."
+            )
         except ToolError as exc:
             return _error_text(str(exc))
         except OSError as exc:

@@ -105,6 +105,7 @@ def _signal_note(code: int) -> str:
 
 class ExecTool(Tool):
     name = "exec"
+    time_limit = None  # each command has its own timeout, and its processes die with it
     description = (
         "Run a shell command in the workspace and return its stdout, stderr and exit code. "
         "stdin is empty; the command is killed (with all its child processes) on timeout, "

@@ -24,6 +24,8 @@ MAX_RESULT_CHARS = 100_000
 class McpTool(Tool):
     """A tool of an MCP server, called through the hub under its sanitised name."""
 
+    time_limit = None  # the hub bounds each call by the server's `tool_timeout`
+
     def __init__(
         self,
         hub: McpHub,
