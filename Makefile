@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/long_session.py
 	$(PY) bench/background.py
 	$(PY) bench/mcp_calls.py
+	$(PY) bench/concurrency.py
 
 # The reference MCP server the MCP client's tests talk to (Node.js 20+), installed once into a
 # project-local cache. Pinned: a new release must not change what the tests see.

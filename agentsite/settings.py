@@ -160,7 +160,17 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py 8 times out socket reads after 5 s by default, which breaks the
             # layer's blocking receive on an idle socket; the server side has its own timeout.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+            # It also refuses a 101st connection at once, and a web process with a couple of
+            # hundred sockets joining their groups together needs more than that.
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": None,
+                        "max_connections": env.int("REDIS_MAX_CONNECTIONS", default=1000),
+                    }
+                ]
+            },
         }
     }
     # Shared by every process, so that the per-user turn limit holds across them.

@@ -92,12 +92,16 @@ class ScriptedLLM:
         port: int = 0,
         default: Step | None = None,
         tool_loop: int = 0,
+        tool_loop_delay: float = 0.0,
+        tool_loop_stamps: int = 0,
     ) -> None:
         self.context_window = context_window
         # Reported by /models as the model's output limit, when set.
         self.output_limit: int | None = None
         self.default = default
         self.tool_loop = tool_loop
+        self.tool_loop_delay = tool_loop_delay
+        self.tool_loop_stamps = tool_loop_stamps
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         # Requests refused for being over `context_window`, which it advertises and enforces.
@@ -200,8 +204,15 @@ class ScriptedLLM:
                 "name": "read_file",
                 "arguments": json.dumps({"path": "hello.txt"}),
             }
-            return Step("tools", tool_calls=[call])
-        return Step("text", text="All files read; they say Hello World.", chunks=8)
+            return Step("tools", tool_calls=[call], delay=self.tool_loop_delay)
+        if self.tool_loop_stamps:
+            return Step("stamps", chunks=self.tool_loop_stamps, delay=self.tool_loop_delay)
+        return Step(
+            "text",
+            text="All files read; they say Hello World.",
+            chunks=8,
+            delay=self.tool_loop_delay,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -289,10 +300,13 @@ class ScriptedLLM:
                 step = llm._next_step(body)
                 if step.kind == "error":
                     self._error(step)
-                elif step.kind == "hang":
+                    return
+                if step.kind == "hang":
                     time.sleep(step.delay)
                     self.close_connection = True
-                elif body.get("stream") and not step.plain:
+                    return
+                time.sleep(step.delay)  # the model thinking before its first token
+                if body.get("stream") and not step.plain:
                     self._stream(step, body)
                 else:
                     self._json(200, self._completion(step, body))
@@ -463,7 +477,10 @@ def main() -> None:
         '{"reply": "text"} or {"tool_call": "write_file", "arguments": {...}}',
     )
     parser.add_argument(
-        "--stamps", type=int, default=0, help="answer everything with N time-stamped chunks"
+        "--stamps",
+        type=int,
+        default=0,
+        help="answer with N time-stamped chunks (with --tool-loop: its final answer)",
     )
     parser.add_argument(
         "--interval", type=float, default=0.0, help="seconds between streamed chunks"
@@ -474,9 +491,19 @@ def main() -> None:
         default=0,
         help="answer every user message with N read_file calls, then a reply",
     )
+    parser.add_argument(
+        "--delay", type=float, default=0.0, help="seconds before each answer's first byte"
+    )
     args = parser.parse_args()
-    default = Step("stamps", chunks=args.stamps, chunk_delay=args.interval) if args.stamps else None
-    llm = ScriptedLLM(port=args.port, default=default, tool_loop=args.tool_loop)
+    stamps_only = args.stamps and not args.tool_loop
+    default = Step("stamps", chunks=args.stamps, chunk_delay=args.interval) if stamps_only else None
+    llm = ScriptedLLM(
+        port=args.port,
+        default=default,
+        tool_loop=args.tool_loop,
+        tool_loop_delay=args.delay,
+        tool_loop_stamps=args.stamps if args.tool_loop else 0,
+    )
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             for item in json.load(fh):

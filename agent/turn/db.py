@@ -110,14 +110,16 @@ def on_db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        if _under_sync_caller() or connections["default"].vendor != "postgresql":
+        if under_sync_caller() or connections["default"].vendor != "postgresql":
             return await serial(*args, **kwargs)
         return await lanes.run(fn, *args, **kwargs)
 
     return call
 
 
-def _under_sync_caller() -> bool:
+def under_sync_caller() -> bool:
+    """Whether this async code runs under `async_to_sync` from a sync thread (a view, a
+    worker's task), whose loop and connections end with the call."""
     return bool(
         getattr(AsyncToSync.executors, "current", None)
         or SyncToAsync.thread_sensitive_context.get(None)

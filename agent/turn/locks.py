@@ -14,17 +14,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 from django.db import connections
+
+from agent.turn.db import under_sync_caller
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05
 # The first key of every advisory lock a turn takes ("agnt"), so that other users of the
 # same database's advisory locks do not collide with sessions.
 ADVISORY_LOCK_CLASS = 0x61676E74
+CONNECT_ATTEMPTS = 4
 
 _local_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 _running: dict[int, set[asyncio.Task[object]]] = {}
@@ -59,27 +66,103 @@ async def _file_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
 
 @contextlib.asynccontextmanager
 async def _advisory_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
-    import psycopg
+    key = (ADVISORY_LOCK_CLASS, session_id % 2**31)
+    if under_sync_caller():
+        # A worker's task or a view: one turn on a loop that ends with it.
+        async with _own_connection() as conn:
+            await _take(conn, key)
+            yield
+        return
+    # A web process's or the command line's loop, which runs many turns at once and for
+    # long: one connection holds all their locks, so that turns do not each take one of
+    # the database's connections.
+    holder = _holders.get(asyncio.get_running_loop())
+    if holder is None:
+        holder = _holders[asyncio.get_running_loop()] = _SharedConnection()
+    async with holder.used() as conn:
+        await _take(conn, key)
+        try:
+            yield
+        finally:
+            try:
+                await asyncio.shield(conn.execute("SELECT pg_advisory_unlock(%s, %s)", key))
+            except Exception:  # a connection that died took its locks with it
+                logger.warning("could not release session %s's lock", session_id, exc_info=True)
+                holder.drop(conn)
 
-    # A connection of the lock's own, not Django's: Django may close its connections
-    # between two queries of a turn, and a session-level advisory lock goes with them.
-    params = connections["default"].get_connection_params()
-    for django_only in ("cursor_factory", "context"):
-        params.pop(django_only, None)
-    conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+
+async def _take(conn: Any, key: tuple[int, int]) -> None:
+    while True:
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+        row = await cursor.fetchone()
+        if row and row[0]:
+            return
+        await asyncio.sleep(POLL_SECONDS)
+
+
+@contextlib.asynccontextmanager
+async def _own_connection() -> AsyncIterator[Any]:
+    conn = await _connect()
     try:
-        key = (ADVISORY_LOCK_CLASS, session_id % 2**31)
-        while True:
-            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
-            row = await cursor.fetchone()
-            if row and row[0]:
-                break
-            await asyncio.sleep(POLL_SECONDS)
-        yield
+        yield conn
     finally:
         # Closing the connection releases the lock; a cancel arriving meanwhile must not
         # leave the connection, and with it the lock, open.
         await asyncio.shield(conn.close())
+
+
+class _SharedConnection:
+    """The connection that holds every lock of one event loop's turns, open while any of
+    them holds or waits for one: an idle process keeps no connection for locks."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.users = 0
+        self.opening = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def used(self) -> AsyncIterator[Any]:
+        self.users += 1
+        try:
+            async with self.opening:
+                if self.conn is None or self.conn.closed:
+                    self.conn = await _connect()
+                conn = self.conn
+            yield conn
+        finally:
+            self.users -= 1
+            if not self.users and self.conn is not None:
+                idle, self.conn = self.conn, None
+                await asyncio.shield(idle.close())
+
+    def drop(self, conn: Any) -> None:
+        if self.conn is conn:
+            self.conn = None
+
+
+_holders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedConnection] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _connect() -> Any:
+    """A connection for locks. Not Django's: Django may close its connections between two
+    queries of a turn, and a session-level advisory lock goes with them. A database that
+    refuses for a moment (a restart, a full connection table) is asked again a few times
+    before the turn gives up."""
+    import psycopg
+
+    params = connections["default"].get_connection_params()
+    for django_only in ("cursor_factory", "context"):
+        params.pop(django_only, None)
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            return await psycopg.AsyncConnection.connect(**params, autocommit=True)
+        except psycopg.OperationalError:
+            if attempt == CONNECT_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.25 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _on_postgresql() -> bool:
