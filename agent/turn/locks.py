@@ -1,8 +1,8 @@
 """Per-session serialisation and the registry of running turns.
 
 Two turns of one session must never interleave, whichever process, on whichever host, runs
-them. The lock lives where the data lives: on PostgreSQL an advisory lock, held by a
-connection of its own for the length of the turn, covers every host of a site; on the
+them. The lock lives where the data lives: on PostgreSQL an advisory lock, held for the
+length of the turn by a connection that is not Django's, covers every host of a site; on the
 embedded SQLite default, whose processes share one disk, an exclusive `flock` on a
 per-session file does. Either way the lock goes with its holder if that process dies (the
 database ends its session; the kernel closes its file). An asyncio lock in front keeps
