@@ -37,6 +37,8 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 test: lint typecheck
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory mcp-reference; \
+	else echo "npm is missing: the reference MCP server's test will be skipped"; fi
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: install

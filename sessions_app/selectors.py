@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import F, Max, Q, QuerySet
+from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
@@ -68,16 +68,6 @@ def runs_to_stop(*, run_ids: Collection[UUID]) -> set[UUID]:
     """Those of the runs that should stop: asked to, or deleted (with their session)."""
     going_on = Run.objects.filter(pk__in=run_ids, cancel_requested=False)
     return set(run_ids) - set(going_on.values_list("pk", flat=True))
-
-
-def running_runs(*, session_id: int, exclude: UUID | None = None) -> list[UUID]:
-    """The running turns of the session and of the sub-agents it started (`/stop`'s)."""
-    runs = Run.objects.filter(
-        Q(session_id=session_id) | Q(parent_id=session_id), status=Run.Status.RUNNING
-    )
-    if exclude is not None:
-        runs = runs.exclude(pk=exclude)
-    return list(runs.values_list("pk", flat=True))
 
 
 def has_running_turn(*, session_id: int) -> bool:

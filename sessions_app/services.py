@@ -221,9 +221,10 @@ def archive_messages(*, session: Session) -> int:
 
 
 @transaction.atomic
-def request_stop(*, session_id: int, exclude: UUID | None = None) -> int:
+def request_stop(*, session_id: int, exclude: UUID | None = None) -> tuple[int, list[UUID]]:
     """Stop every unfinished run of the session: queued ones end here, running ones are
-    asked to stop. How many there were."""
+    asked to stop. How many there were, and the running ones, which the process running
+    each is to be told of."""
     # The session's own turns and the sub-agents it started.
     runs = Run.objects.filter(Q(session_id=session_id) | Q(parent_id=session_id))
     if exclude is not None:
@@ -235,7 +236,11 @@ def request_stop(*, session_id: int, exclude: UUID | None = None) -> int:
         error="cancelled before it started",
         finished=timezone.now(),
     )
-    return queued + runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True)
+    running = list(
+        runs.filter(status=Run.Status.RUNNING).select_for_update().values_list("pk", flat=True)
+    )
+    Run.objects.filter(pk__in=running).update(cancel_requested=True)
+    return queued + len(running), running
 
 
 def delete_session(*, session: Session) -> None:

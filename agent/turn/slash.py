@@ -79,8 +79,7 @@ async def _new(args: str, ctx: _Context) -> str:
 async def _stop(args: str, ctx: _Context) -> str:
     # This process's turns stop here, other processes' when the channel layer tells them
     # (or, should it lose the message, when they next poll their runs' flags).
-    running = await store.running_runs(session_id=ctx.session.pk, exclude=ctx.current_run)
-    asked = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
+    asked, running = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
     stopped = max(asked, cancel_running(ctx.session.pk))
     await announce_stop(running)
     if not stopped:

@@ -124,7 +124,6 @@ async def mcp_servers(conf: AgentSettings) -> list[McpServerConfig]:
     if not rows:
         return []
     folder = conf.data_dir / "mcp"
-    folder.mkdir(parents=True, exist_ok=True)
     configs = []
     for row in rows:
         try:

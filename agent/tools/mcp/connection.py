@@ -145,6 +145,8 @@ class Connection:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         cfg = self.config
+        if cfg.cwd:
+            os.makedirs(cfg.cwd, exist_ok=True)
         params = StdioServerParameters(
             command=cfg.command,
             args=list(cfg.args),
