@@ -8,7 +8,7 @@ error, and the run's last write quietly finds nothing to update.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -59,10 +59,14 @@ def _create(session: Session, table: type[Run] | type[Message], **fields: Any) -
     (and is seen here) or waits, then takes the new row with it. Foreign keys alone would
     only complain at commit, on PostgreSQL after the caller's transaction.
     """
-    with transaction.atomic():
-        if not Session.objects.select_for_update(no_key=True).filter(pk=session.pk):
-            raise SessionDeleted(session.key)
+    with transaction.atomic(savepoint=False):  # inside a caller's transaction, no savepoint
+        _lock_session(session)
         return table.objects.create(session=session, **fields)
+
+
+def _lock_session(session: Session) -> None:
+    if not Session.objects.select_for_update(no_key=True).filter(pk=session.pk).exists():
+        raise SessionDeleted(session.key)
 
 
 @transaction.atomic
@@ -160,19 +164,36 @@ def add_message(
     run: Run | None = None,
     usage: dict[str, int] | None = None,
 ) -> Message:
-    created: Message = _create(
-        session,
-        Message,
-        run=run,
-        role=message["role"],
-        content=message.get("content"),
-        tool_calls=message.get("tool_calls") or None,
-        tool_call_id=message.get("tool_call_id") or "",
-        name=message.get("name") or "",
-        reasoning_content=message.get("reasoning_content") or "",
-        usage=usage or None,
-    )
+    created: Message = _create(session, Message, run=run, **_message_fields(message, usage))
     return created
+
+
+Usage = dict[str, int] | None
+
+
+def add_messages(
+    *, session: Session, run: Run | None, messages: Sequence[tuple[dict[str, Any], Usage]]
+) -> None:
+    """Save `messages` (each with its model call's usage, if any) in order, in one
+    transaction and one statement: a turn's writes under load come in batches."""
+    with transaction.atomic(savepoint=False):
+        _lock_session(session)
+        Message.objects.bulk_create(
+            Message(session=session, run=run, **_message_fields(message, usage))
+            for message, usage in messages
+        )
+
+
+def _message_fields(message: dict[str, Any], usage: Usage) -> dict[str, Any]:
+    return {
+        "role": message["role"],
+        "content": message.get("content"),
+        "tool_calls": message.get("tool_calls") or None,
+        "tool_call_id": message.get("tool_call_id") or "",
+        "name": message.get("name") or "",
+        "reasoning_content": message.get("reasoning_content") or "",
+        "usage": usage or None,
+    }
 
 
 @transaction.atomic
@@ -186,8 +207,13 @@ def finish_run(
     tools_used: list[str] | None = None,
     usage: dict[str, int] | None = None,
     cost: float | None = None,
+    messages: Sequence[tuple[dict[str, Any], Usage]] = (),
 ) -> Run:
-    """Record how the run ended. A run deleted meanwhile (with its session) stays deleted."""
+    """Record how the run ended, after saving its last `messages` in the same transaction.
+    A run deleted meanwhile (with its session) stays deleted; its messages are not saved
+    (SessionDeleted)."""
+    if messages:
+        add_messages(session=run.session, run=run, messages=messages)
     run.status = status
     run.text = text
     run.error = error

@@ -1,4 +1,5 @@
-"""The turn's message log: writes queued in order, failures surfaced, nothing lost."""
+"""The turn's message log: writes queued in order and in batches, failures surfaced,
+nothing lost."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
+from agent.turn import store
 from agent.turn.message_log import MessageLog
 from sessions_app import services
 from sessions_app.models import Message, Run, Session
@@ -22,6 +24,15 @@ def new_run() -> tuple[Session, Run]:
     return session, run
 
 
+def result(index: int) -> dict[str, str]:
+    return {
+        "role": "tool",
+        "tool_call_id": f"c{index}",
+        "name": "read_file",
+        "content": f"m{index}",
+    }
+
+
 @sync_to_async
 def saved_contents() -> list[str | None]:
     return list(Message.objects.order_by("id").values_list("content", flat=True))
@@ -31,16 +42,54 @@ async def test_messages_are_saved_in_the_order_they_were_handed_over() -> None:
     session, run = await new_run()
     log = MessageLog(session, run)
     for index in range(40):
-        await log.add({"role": "assistant", "content": f"m{index}"}, None)
+        await log.add(result(index), None)
     await log.flush()
     assert await saved_contents() == [f"m{index}" for index in range(40)]
+
+
+async def test_what_arrives_during_a_write_is_saved_in_the_next_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session, run = await new_run()
+    batches: list[int] = []
+    add_messages = store.add_messages
+
+    async def counted(**kwargs: object) -> None:
+        batches.append(len(kwargs["messages"]))  # type: ignore[arg-type]
+        await add_messages(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "add_messages", counted)
+    log = MessageLog(session, run)
+    for index in range(40):
+        await log.add(result(index), None)
+    await log.flush()
+    assert batches == [40]  # handed over before the writer's first turn: one transaction
+    await log.add(result(40), None)
+    await log.flush()
+    assert batches == [40, 1]
+    assert await saved_contents() == [f"m{index}" for index in range(41)]
+
+
+async def test_the_answer_is_held_for_the_runs_ending() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    await log.add(result(0), None)
+    await log.add({"role": "assistant", "content": "done"}, {"total_tokens": 3})
+    held = await log.held()
+    assert held == [({"role": "assistant", "content": "done"}, {"total_tokens": 3})]
+    assert await saved_contents() == ["m0"]
+    await sync_to_async(services.finish_run)(
+        run=run, status="succeeded", text="done", messages=held
+    )
+    assert await saved_contents() == ["m0", "done"]
+    assert await log.held() == []
 
 
 async def test_the_turn_goes_on_while_its_messages_are_written() -> None:
     session, run = await new_run()
     log = MessageLog(session, run)
     await log.add({"role": "user", "content": "hi"}, None)
-    assert log.last is not None and not log.last.done()  # handed over, not yet written
+    assert log.writer is not None and not log.writer.done()  # handed over, not yet written
     await log.flush()
     assert await saved_contents() == ["hi"]
 
@@ -51,11 +100,11 @@ async def test_writes_after_the_session_is_deleted_fail_and_say_so() -> None:
     await log.add({"role": "user", "content": "kept"}, None)
     await log.flush()
     await sync_to_async(services.delete_session)(session=session)
-    await log.add({"role": "assistant", "content": "lost"}, None)
+    await log.add(result(1), None)
     with pytest.raises(SessionDeleted):
         await log.flush()
     with pytest.raises(SessionDeleted):
-        await log.add({"role": "assistant", "content": "also lost"}, None)
+        await log.add(result(2), None)
     assert await saved_contents() == []
 
 
@@ -63,7 +112,7 @@ async def test_a_stop_during_flush_does_not_lose_the_write() -> None:
     session, run = await new_run()
     log = MessageLog(session, run)
     for index in range(10):
-        await log.add({"role": "assistant", "content": f"m{index}"}, None)
+        await log.add(result(index), None)
     flushing = asyncio.ensure_future(log.flush())
     await asyncio.sleep(0)
     flushing.cancel()

@@ -1,11 +1,14 @@
 """Saves a turn's messages in order, without making the turn wait for each write.
 
-Each message is handed over the moment it exists and written by a task of its own that
-waits for the one before it, so the rows keep their order while the loop goes on to its
-next model call. A stopped turn's writes still finish (the tasks are not the turn's), and
-the turn's record is closed only after `flush`. A write that fails (the session was
-deleted meanwhile) fails every write after it, and the turn learns of it at its next
-message or at `flush`.
+Each message is handed over the moment it exists. One writer task per turn saves what has
+been handed over, in order, and whatever arrived while it was writing goes in its next
+batch: one transaction for many messages when the database is busy, which is when it
+counts. The writer is not the turn's task, so a stopped turn's writes still finish.
+
+The model's plain answer ends the loop, so it is held and saved with the run's ending in
+one transaction (`held`, then `finish_run`). A write that fails (the session was deleted
+meanwhile) fails every write after it, and the turn learns of it at its next message or at
+`flush`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 from agent.turn import store
 from sessions_app.models import Run, Session
 
-# Writes still under way; the event loop keeps only weak references to tasks.
+Entry = tuple[dict[str, Any], dict[str, int] | None]
+
+# Writers still under way; the event loop keeps only weak references to tasks.
 _writing: set[asyncio.Task[None]] = set()
 
 
@@ -24,29 +29,45 @@ class MessageLog:
     def __init__(self, session: Session, run: Run) -> None:
         self.session = session
         self.run = run
-        self.last: asyncio.Task[None] | None = None
+        self.pending: list[Entry] = []
+        self.writer: asyncio.Task[None] | None = None
 
     async def add(self, message: dict[str, Any], usage: dict[str, int] | None) -> None:
-        """Queue `message` for saving; raise what an earlier write failed with."""
-        previous = self.last
-        if previous is not None and previous.done():
-            previous.result()
-        self.last = asyncio.ensure_future(self._write(previous, message, usage))
-        _writing.add(self.last)
-        self.last.add_done_callback(_writing.discard)
+        """Hand `message` over for saving; raise what an earlier write failed with."""
+        if self.writer is not None and self.writer.done():
+            self.writer.result()
+        self.pending.append((message, usage))
+        if _ends_the_loop(message):
+            return
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self._write())
+            _writing.add(self.writer)
+            self.writer.add_done_callback(_writing.discard)
 
-    async def _write(
-        self,
-        previous: asyncio.Task[None] | None,
-        message: dict[str, Any],
-        usage: dict[str, int] | None,
-    ) -> None:
-        if previous is not None:
-            await previous
-        await store.add_message(session=self.session, run=self.run, message=message, usage=usage)
+    async def _write(self) -> None:
+        while batch := self._next_batch():
+            await store.add_messages(session=self.session, run=self.run, messages=batch)
+
+    def _next_batch(self) -> list[Entry]:
+        # Everything handed over, but the answer that ends the loop: it waits for `held`.
+        end = len(self.pending)
+        if end and _ends_the_loop(self.pending[-1][0]):
+            end -= 1
+        batch, self.pending = self.pending[:end], self.pending[end:]
+        return batch
 
     async def flush(self) -> None:
-        """Wait until every message handed over is saved; raise what a write failed with."""
-        if self.last is not None:
+        """Wait until the writes under way are done; raise what a write failed with."""
+        if self.writer is not None:
             # Shielded: a stop arriving now must not lose a write that is half done.
-            await asyncio.shield(self.last)
+            await asyncio.shield(self.writer)
+
+    async def held(self) -> list[Entry]:
+        """Once the writes under way are done, what is left to save with the run's ending."""
+        await self.flush()
+        left, self.pending = self.pending, []
+        return left
+
+
+def _ends_the_loop(message: dict[str, Any]) -> bool:
+    return message["role"] == "assistant" and not message.get("tool_calls")

@@ -28,7 +28,7 @@ from agent.tools import ToolContext
 from agent.turn import memory, store
 from agent.turn.cron import OwnerSchedules
 from agent.turn.delivery import Delivery
-from agent.turn.message_log import MessageLog
+from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
@@ -234,23 +234,28 @@ class TurnRunner:
         # The record is closed after the messages it counts are saved, and is closed whatever
         # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
         # then updates nothing.
+        messages: list[Entry] = []
         try:
-            await self.log.flush()
+            messages = await self.log.held()
         except SessionDeleted:
             logger.info("the session of run %s was deleted while it ran", self.run_id)
         except Exception:
             logger.exception("a message of run %s could not be saved", self.run_id)
         status = Run.Status.CANCELLED if cancelled else outcome.status
-        await store.finish_run(
-            run=self.run,
-            status=status,
-            text=outcome.text,
-            error=outcome.error or ("stopped by the user" if cancelled else None),
-            iterations=outcome.iterations,
-            tools_used=outcome.tools_used,
-            usage=outcome.usage,
-            cost=outcome.cost,
-        )
+        try:
+            await store.finish_run(
+                run=self.run,
+                status=status,
+                text=outcome.text,
+                error=outcome.error or ("stopped by the user" if cancelled else None),
+                iterations=outcome.iterations,
+                tools_used=outcome.tools_used,
+                usage=outcome.usage,
+                cost=outcome.cost,
+                messages=messages,
+            )
+        except SessionDeleted:
+            logger.info("the session of run %s was deleted as it ended", self.run_id)
         await self.emit(ThinkingFinished(run_id=self.run_id))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not

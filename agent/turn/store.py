@@ -22,6 +22,7 @@ from skills_app import selectors as skill_selectors
 get_or_create_session = on_db(services.get_or_create_session)
 start_run = on_db(services.start_run)
 add_message = on_db(services.add_message)
+add_messages = on_db(services.add_messages)
 finish_run = on_db(services.finish_run)
 set_session_model = on_db(services.set_session_model)
 archive_messages = on_db(services.archive_messages)
