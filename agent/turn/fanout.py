@@ -11,7 +11,10 @@ capacity and one frame per token would overflow it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
+import weakref
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -39,7 +42,18 @@ SHARED_TYPES = frozenset(
 HANDLER = "session.event"
 # Sent to a deleted session's group: its sockets close.
 CLOSED = "session.closed"
-PUBLISH_TIMEOUT = 5.0
+# How long a turn waits for a send before it goes on and leaves the send to finish alone.
+PUBLISH_WAIT = 5.0
+# How long a send keeps trying a layer that fails (Redis restarting). Past that the event is
+# dropped: the sockets that missed it read it from the stored history when they reconnect.
+GIVE_UP_AFTER = 60.0
+RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)
+
+# Per event loop, each session's latest send: the next one waits for it, so that sockets
+# see a session's events in order even when one send is slow.
+_sends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Task[None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def group_name(session_id: int) -> str:
@@ -62,13 +76,71 @@ async def _send(session_id: int, message: dict[str, Any]) -> None:
         return
     try:
         await relay.forward(session_id, message)
-        # A layer that hangs (Redis gone away) must not hold up the turn.
-        await asyncio.wait_for(layer.group_send(group_name(session_id), message), PUBLISH_TIMEOUT)
     except asyncio.CancelledError:
         raise
-    except Exception:  # a full, slow or unreachable layer must not break the turn
-        kind = message["type"]
-        logger.warning("could not send %s to session %s", kind, session_id, exc_info=True)
+    except Exception:  # the database away for a moment must not break the turn
+        logger.warning(
+            "could not relay %s to session %s", message["type"], session_id, exc_info=True
+        )
+    sends = _sends.setdefault(asyncio.get_running_loop(), {})
+    sending = asyncio.ensure_future(_deliver(layer, session_id, message, sends.get(session_id)))
+    sends[session_id] = sending
+    sending.add_done_callback(lambda done: _forget(sends, session_id, done))
+    try:
+        # Shielded: a slow layer holds the turn up no longer than this, but the event is
+        # not given up; the send goes on by itself.
+        await asyncio.wait_for(asyncio.shield(sending), PUBLISH_WAIT)
+    except TimeoutError:
+        logger.warning(
+            "the channel layer is slow: %s for session %s is still being sent",
+            message["type"],
+            session_id,
+        )
+
+
+def _forget(
+    sends: dict[int, asyncio.Task[None]], session_id: int, done: asyncio.Task[None]
+) -> None:
+    if sends.get(session_id) is done:
+        del sends[session_id]
+
+
+async def _deliver(
+    layer: Any, session_id: int, message: dict[str, Any], previous: asyncio.Task[None] | None
+) -> None:
+    """Send `message` to the session's group once the send before it is done, trying again
+    while the layer fails; never raises."""
+    if previous is not None:
+        await asyncio.wait([previous])
+    gives_up = time.monotonic() + GIVE_UP_AFTER
+    for attempt in itertools.count():
+        try:
+            await layer.group_send(group_name(session_id), message)
+            if attempt:
+                logger.info(
+                    "sent %s to session %s after %d retries", message["type"], session_id, attempt
+                )
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)]
+            if time.monotonic() + delay > gives_up:
+                logger.error(
+                    "gave up sending %s to session %s: the channel layer kept failing",
+                    message["type"],
+                    session_id,
+                    exc_info=True,
+                )
+                return
+            if not attempt:
+                logger.warning(
+                    "could not send %s to session %s; trying again",
+                    message["type"],
+                    session_id,
+                    exc_info=True,
+                )
+            await asyncio.sleep(delay)
 
 
 class GroupSink:

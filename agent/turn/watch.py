@@ -21,12 +21,13 @@ from uuid import UUID
 from channels.layers import get_channel_layer
 
 from agent.turn import store
-from agent.turn.fanout import PUBLISH_TIMEOUT
 from sessions_app.models import HEARTBEAT_SECONDS
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
+# A layer that hangs (Redis gone away) is given up on after this: the poll still stops turns.
+LAYER_TIMEOUT = 5.0
 STOP = "run.stop"
 
 
@@ -72,9 +73,9 @@ class RunWatcher:
     async def _subscribe(self, layer: Any, run_id: UUID, *, add: bool) -> None:
         assert self.channel is not None
         try:
-            channel = await asyncio.wait_for(asyncio.shield(self.channel), PUBLISH_TIMEOUT)
+            channel = await asyncio.wait_for(asyncio.shield(self.channel), LAYER_TIMEOUT)
             change = layer.group_add if add else layer.group_discard
-            await asyncio.wait_for(change(stop_group(run_id), channel), PUBLISH_TIMEOUT)
+            await asyncio.wait_for(change(stop_group(run_id), channel), LAYER_TIMEOUT)
         except asyncio.CancelledError:
             raise
         except Exception:  # the flag on the run record still stops the turn
@@ -155,7 +156,7 @@ async def announce_stop(run_ids: Iterable[UUID]) -> None:
     for run_id in run_ids:
         message = {"type": STOP, "run": run_id.hex}
         try:
-            await asyncio.wait_for(layer.group_send(stop_group(run_id), message), PUBLISH_TIMEOUT)
+            await asyncio.wait_for(layer.group_send(stop_group(run_id), message), LAYER_TIMEOUT)
         except asyncio.CancelledError:
             raise
         except Exception:

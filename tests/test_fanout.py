@@ -1,0 +1,94 @@
+"""Fan-out through a channel layer that fails or is slow: events arrive late, never lost,
+and in the order they were published."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from channels.layers import InMemoryChannelLayer
+
+from agent.events import MessageEvent
+from agent.turn import fanout
+
+
+class UnsteadyLayer(InMemoryChannelLayer):
+    """An in-memory layer whose first sends fail, then are slow: Redis restarting, then
+    busy."""
+
+    def __init__(self, *, failures: int = 0, delay: float = 0.0) -> None:
+        super().__init__()
+        self.failures = failures
+        self.delay = delay
+        self.attempts = 0
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        self.attempts += 1
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the layer is restarting")
+        if self.delay:
+            delay, self.delay = self.delay, 0.0
+            await asyncio.sleep(delay)
+        await super().group_send(group, message)
+
+
+@pytest.fixture
+def listening(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A layer of the given kind in place of the process's, and a socket's channel on
+    session 7's group; yields the function that reads what the channel got."""
+
+    async def listen(layer: UnsteadyLayer) -> Any:
+        monkeypatch.setattr(fanout, "get_channel_layer", lambda: layer)
+        monkeypatch.setattr(fanout, "RETRY_DELAYS", (0.01,))
+        monkeypatch.setattr(fanout, "PUBLISH_WAIT", 0.05)
+        channel = await layer.new_channel()
+        await layer.group_add(fanout.group_name(7), channel)
+
+        async def received(count: int) -> list[str]:
+            messages = [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
+            return [message["frame"]["content"] for message in messages]
+
+        return received
+
+    return listen
+
+
+async def publish(content: str) -> None:
+    await fanout.publish(7, MessageEvent(role="assistant", content=content))
+
+
+async def test_a_layer_failing_for_a_moment_gets_the_events_once_it_is_back(
+    listening: Any,
+) -> None:
+    layer = UnsteadyLayer(failures=3)
+    received = await listening(layer)
+    await publish("m0")
+    await publish("m1")
+    assert await received(2) == ["m0", "m1"]
+    assert layer.attempts == 5
+
+
+async def test_a_slow_send_holds_the_turn_up_briefly_and_still_arrives_first(
+    listening: Any,
+) -> None:
+    layer = UnsteadyLayer(delay=0.5)
+    received = await listening(layer)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await publish("slow")
+    await publish("next")
+    assert loop.time() - started < 0.4  # the turn went on meanwhile
+    assert await received(2) == ["slow", "next"]
+
+
+async def test_a_layer_that_never_comes_back_is_given_up_on(
+    listening: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = UnsteadyLayer(failures=1000)
+    await listening(layer)
+    monkeypatch.setattr(fanout, "GIVE_UP_AFTER", 0.1)
+    await publish("lost")
+    await asyncio.sleep(0.2)
+    assert "gave up sending" in caplog.text
