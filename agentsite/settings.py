@@ -165,7 +165,11 @@ if REDIS_URL:
             # layer's blocking receive on an idle socket; the server side has its own timeout.
             # It also refuses a 101st connection at once, and a web process with a couple of
             # hundred sockets joining their groups together needs more than that.
+            # All the sockets of a process share one inbox in Redis, whose capacity the
+            # layer's is: at the default of 100, a busy process's events were dropped
+            # silently. Unread messages still expire after a minute.
             "CONFIG": {
+                "capacity": env.int("CHANNEL_LAYER_CAPACITY", default=10_000),
                 "hosts": [
                     {
                         "address": REDIS_URL,
