@@ -41,14 +41,9 @@ test: lint typecheck
 	else echo "npm is missing: the reference MCP server's test will be skipped"; fi
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# Every benchmark at a modest size, then one table; BENCH_ARGS="--full" for their own sizes.
 bench: install
-	$(PY) bench/cold_start.py
-	$(PY) bench/stream_latency.py --chunks 2000 --sessions 1 50
-	$(PY) bench/stream_latency.py --chunks 500 --interval 0.01 --sessions 1 50
-	$(PY) bench/long_session.py
-	$(PY) bench/background.py
-	$(PY) bench/mcp_calls.py
-	$(PY) bench/concurrency.py
+	$(PY) bench/all.py $(BENCH_ARGS)
 
 # The reference MCP server the MCP client's tests talk to (Node.js 20+), installed once into a
 # project-local cache. Pinned: a new release must not change what the tests see.

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 GRACE_SECONDS = 10
 SECRET_KEY = "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+# The Redis database a bench uses, away from a site's and its tests' (0 by default): group
+# names and rate-limit keys there are made of row ids, which another user of the same
+# database would share.
+BENCH_REDIS_DB = 15
 
 
 def bench_env(scratch: Path, api_base: str) -> dict[str, str]:
@@ -209,3 +215,45 @@ def children(logs: Path) -> Iterator[Children]:
         finally:
             signal.signal(signal.SIGINT, interrupt)
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def scratch_services() -> Iterator[None]:
+    """Point DATABASE_URL and REDIS_URL, when set, at stores of the bench's own for the
+    while: a PostgreSQL database made for this run next to the one named (and dropped after
+    it, the only thing the bench ever drops) and Redis database BENCH_REDIS_DB. A bench
+    then never writes into a site's data, nor into what someone's tests use beside it."""
+    saved = {key: os.environ.get(key) for key in ("DATABASE_URL", "REDIS_URL")}
+    redis = saved["REDIS_URL"]
+    if redis and redis.startswith(("redis://", "rediss://")):
+        os.environ["REDIS_URL"] = _with_path(redis, f"/{BENCH_REDIS_DB}")
+    server = saved["DATABASE_URL"] or ""
+    scratch = ""
+    if server.startswith(("postgres://", "postgresql://", "pgsql://")):
+        scratch = f"agentsite_bench_{os.getpid()}_{secrets.token_hex(4)}"
+        _postgres(server, f'CREATE DATABASE "{scratch}"')
+        os.environ["DATABASE_URL"] = _with_path(server, f"/{scratch}")
+    try:
+        yield
+    finally:
+        if scratch:
+            # FORCE: a connection of this process (Django's) may still be open on it.
+            _postgres(server, f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _with_path(url: str, path: str) -> str:
+    return urllib.parse.urlsplit(url)._replace(path=path).geturl()
+
+
+def _postgres(url: str, statement: str) -> None:
+    import psycopg
+
+    # psycopg takes postgresql:// and postgres://; dj-database-url's pgsql:// is neither.
+    dsn = url.replace("pgsql://", "postgresql://", 1)
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(statement.encode())

@@ -2,6 +2,7 @@
 warm round trip, each against a floor measured in the same run.
 
     .venv/bin/python bench/cold_start.py [--runs 5] [--servers N] [--only cli|daphne|warm]
+                                         [--json PATH]
 
 1. cli: a fresh `manage.py agent -m hello` process, to its exit, against a fresh
    `python -c` process making one streamed request with bare httpx: wall time and peak RSS.
@@ -44,7 +45,15 @@ from bench._loops import (  # noqa: E402
     setup_django,
     start_model,
 )
-from bench._procs import Children, bench_env, children, daphne_argv, free_port  # noqa: E402
+from bench._procs import (  # noqa: E402
+    Children,
+    bench_env,
+    children,
+    daphne_argv,
+    free_port,
+    scratch_services,
+)
+from bench._report import Row, add_json_option, row, write_json  # noqa: E402
 
 PYTHON = sys.executable
 MIB = 1024  # ru_maxrss is in KiB on Linux
@@ -175,7 +184,7 @@ FLOOR_LABEL = "floor: python -c, httpx, 1 request"
 CLI_LABEL = "manage.py agent -m hello"
 
 
-def part_cli(site: Site, runs: int) -> None:
+def part_cli(site: Site, runs: int) -> list[Row]:
     # label: (log name, command, what it must print: the scripted model echoes)
     kinds: dict[str, tuple[str, list[str], str | None]] = {
         FLOOR_LABEL: ("floor", [PYTHON, "-c", FLOOR, site.api_base], "hello"),
@@ -215,7 +224,8 @@ def part_cli(site: Site, runs: int) -> None:
             f"   {label:<38} {wall:7.2f} s {rss:6.0f} MiB   "
             f"{wall / floor_wall:9.1f}x {rss / floor_rss:8.1f}x"
         )
-    cli_ratio = median([w for w, _ in figures[CLI_LABEL]]) / floor_wall
+    cli_wall = median([w for w, _ in figures[CLI_LABEL]])
+    cli_ratio = cli_wall / floor_wall
     cli_rss = median([r for _, r in figures[CLI_LABEL]])
     print(
         f"   target: wall at most {WALL_TARGET:g}x the floor ({verdict(cli_ratio <= WALL_TARGET)}), "
@@ -225,6 +235,21 @@ def part_cli(site: Site, runs: int) -> None:
         print("   (no nanobot on PATH: not timed)")
     for label, reason in failed.items():
         print(f"   ({label} failed, not timed: {reason})")
+    rows = [
+        row("cold_start", f"`{CLI_LABEL}`, wall vs python -c httpx", cli_wall, floor=floor_wall,
+            unit="s", target=f"ratio ≤ {WALL_TARGET:g}", met=cli_ratio <= WALL_TARGET),
+        row("cold_start", f"`{CLI_LABEL}`, peak RSS vs python -c httpx", cli_rss,
+            floor=floor_rss, unit="MiB", target=f"≤ {RSS_TARGET_MIB} MiB",
+            met=cli_rss <= RSS_TARGET_MIB),
+    ]  # fmt: skip
+    for label, values in figures.items():
+        if label.startswith("nanobot") and values:
+            wall, rss = median([w for w, _ in values]), median([r for _, r in values])
+            rows.append(row("cold_start", f"`{label}`, wall (for comparison)", wall,
+                            floor=floor_wall, unit="s"))  # fmt: skip
+            rows.append(row("cold_start", f"`{label}`, peak RSS (for comparison)", rss,
+                            floor=floor_rss, unit="MiB"))  # fmt: skip
+    return rows
 
 
 # -- 2. a fresh server ------------------------------------------------------------------
@@ -275,16 +300,25 @@ def api_task(base: str, token: str) -> float | None:
 
 def first_vs_second(
     label: str, firsts: list[float], seconds: list[float], *, judged: bool = True
-) -> None:
+) -> Row:
     first, second = median(firsts), median(seconds)
     # The median of the differences, not the difference of the medians: each pair shares
     # its process, and with it the machine's mood at the time.
     extra = median([a - b for a, b in zip(firsts, seconds, strict=True)])
     note = f"   ({verdict(extra <= FIRST_EXTRA_TARGET_S)})" if judged else ""
     print(f"   {label:<38} {first:7.2f} s {second:7.2f} s {extra:+8.2f} s{note}")
+    return row(
+        "cold_start",
+        f"{label}, first vs second",
+        first,
+        floor=second,
+        unit="s",
+        target=f"first ≤ second + {FIRST_EXTRA_TARGET_S:g} s" if judged else "",
+        met=extra <= FIRST_EXTRA_TARGET_S if judged else None,
+    )
 
 
-def part_daphne(site: Site, servers: int) -> None:
+def part_daphne(site: Site, servers: int) -> list[Row]:
     print(
         f"\n2. A fresh server's first message against its second "
         f"(median of {servers} fresh processes; target: first at most "
@@ -304,14 +338,14 @@ def part_daphne(site: Site, servers: int) -> None:
             connects[order].append(connect)
             messages[order].append(message)
         site.procs.stop(proc)
-    first_vs_second("daphne: WebSocket message", *messages)
+    rows = [first_vs_second("daphne: WebSocket message", *messages)]
     first_vs_second("daphne: WebSocket connect + history", *connects, judged=False)
     print(f"   (daphne listened {median(ready):.2f} s after it was started)")
 
-    worker(site, servers)
+    return rows + worker(site, servers)
 
 
-def worker(site: Site, servers: int) -> None:
+def worker(site: Site, servers: int) -> list[Row]:
     web, port, _ = site.daphne("daphne-api")
     base = f"http://127.0.0.1:{port}"
     # The web side warm, so that only the worker is cold: one task run in the web process.
@@ -349,18 +383,19 @@ def worker(site: Site, servers: int) -> None:
         seconds.append(second)
     site.procs.stop(web)
     if not firsts:
-        return
-    first_vs_second("worker: API task, queued to done", firsts, seconds)
+        return []
+    rows = [first_vs_second("worker: API task, queued to done", firsts, seconds)]
     print(
         "   (one django-q2 worker process, ready: a probe task went through it first; "
         "daphne warm; the ORM broker polls every 0.2 s)"
     )
+    return rows
 
 
 # -- 3. warm ----------------------------------------------------------------------------
 
 
-def part_warm(procs: Children, scratch: Path, runs: int, turns: int, tools: int) -> None:
+def part_warm(procs: Children, scratch: Path, runs: int, turns: int, tools: int) -> list[Row]:
     base_url = start_model(procs, tools)
     setup_django(scratch, base_url)
     loops: dict[str, Loop] = {
@@ -394,6 +429,11 @@ def part_warm(procs: Children, scratch: Path, runs: int, turns: int, tools: int)
         f"(target: at most {WARM_TARGET:g}x, {verdict(ratio <= WARM_TARGET)})"
     )
     print(f"   agent / litellm {agent / ms['bare litellm loop']:6.2f}x")
+    return [
+        row("cold_start", "warm round trip, turn service vs bare httpx", agent,
+            floor=ms["bare httpx loop"], unit="ms", target=f"ratio ≤ {WARM_TARGET:g}",
+            met=ratio <= WARM_TARGET),
+    ]  # fmt: skip
 
 
 HEADER = """\
@@ -417,6 +457,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["cli", "daphne", "warm"], help="run one part")
     parser.add_argument("--turns", type=int, default=5, help="turns per warm run (default 5)")
     parser.add_argument("--tools", type=int, default=4, help="tool calls per warm turn (default 4)")
+    add_json_option(parser)
     args = parser.parse_args()
     if min(args.runs, args.turns, args.tools) < 1 or (
         args.servers is not None and args.servers < 1
@@ -425,8 +466,10 @@ def main() -> None:
     # Each figure as soon as it is known, also into a pipe: a run takes minutes.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     print(HEADER)
+    rows: list[Row] = []
     try:
         with (
+            scratch_services(),
             tempfile.TemporaryDirectory(prefix="agentsite-cold-") as folder,
             children(Path(folder) / "logs") as procs,
         ):
@@ -434,14 +477,15 @@ def main() -> None:
             if args.only in (None, "cli", "daphne"):
                 site = Site.start(procs, scratch / "site")
                 if args.only in (None, "cli"):
-                    part_cli(site, args.runs)
+                    rows += part_cli(site, args.runs)
                 if args.only in (None, "daphne"):
-                    part_daphne(site, args.servers or args.runs)
+                    rows += part_daphne(site, args.servers or args.runs)
             if args.only in (None, "warm"):
-                part_warm(procs, scratch / "warm", args.runs, args.turns, args.tools)
+                rows += part_warm(procs, scratch / "warm", args.runs, args.turns, args.tools)
     except KeyboardInterrupt:
         print("\ninterrupted; every process the bench started is stopped", file=sys.stderr)
         sys.exit(130)
+    write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What an MCP tool call costs through the agent's hub, next to the SDK's own client on the
 same server (the floor).
 
-    .venv/bin/python bench/mcp_calls.py [--calls 200] [--rounds 5]
+    .venv/bin/python bench/mcp_calls.py [--calls 200] [--rounds 5] [--json PATH]
 
 Both talk to the tests' demo server over stdio and call its `echo` tool. The SDK client runs
 on the caller's own loop; the hub runs on a thread of its own (so that every event loop of
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.tools import ToolRegistry
 from agent.tools.mcp import McpHub, McpServerConfig
+from bench._report import Row, add_json_option, row, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,7 @@ async def per_call_ms(call: Call, calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1000
 
 
-async def main(calls: int, rounds: int) -> None:
+async def main(calls: int, rounds: int) -> list[Row]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -71,11 +72,16 @@ async def main(calls: int, rounds: int) -> None:
     for name, values in figures.items():
         median = statistics.median(values)
         print(f"  {name:<30} {median:7.3f} ms/call   x{median / floor_ms:5.2f}")
+    hub_ms = statistics.median(figures["agent hub"])
+    return [
+        row("mcp_calls", "ms per MCP call, hub vs SDK client", hub_ms, floor=floor_ms, unit="ms")
+    ]
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    add_json_option(parser)
     args = parser.parse_args()
-    asyncio.run(main(args.calls, args.rounds))
+    write_json(args.json, asyncio.run(main(args.calls, args.rounds)))

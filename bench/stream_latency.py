@@ -7,7 +7,7 @@ second, the p50/p99 delay from the model emitting a chunk to the client receivin
 daphne process's CPU time per chunk, and how many chunks never arrived, for 1 and for 50
 concurrent sessions.
 
-    .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50]
+    .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50] [--json PATH]
     .venv/bin/python bench/stream_latency.py --chunks 500 --interval 0.01   # 100 chunks/s each
 """
 
@@ -29,7 +29,8 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._procs import bench_env, children, daphne_argv, free_port  # noqa: E402
+from bench._procs import bench_env, children, daphne_argv, free_port, scratch_services  # noqa: E402
+from bench._report import Row, add_json_option, row, write_json  # noqa: E402
 
 STAMP = re.compile(r"<(\d+)>")
 
@@ -61,7 +62,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def measure(
     url: str, sessions: int, offset: int, *, chunks: int, server_pid: int, note: str = ""
-) -> None:
+) -> list[Row]:
     delays: list[float] = []
     cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
@@ -78,6 +79,14 @@ async def measure(
         f"daphne CPU {cpu * 1e3 / max(total, 1):.3f} ms/chunk   "
         f"dropped {sessions * chunks - total}{note}"
     )
+    name = f"{sessions} session{'s' if sessions > 1 else ''}, {chunks} chunks each"
+    return [
+        row("stream_latency", f"{name}: chunks/s", total / elapsed, unit="/s"),
+        row("stream_latency", f"{name}: delay p99", p99, unit="ms"),
+        row("stream_latency", f"{name}: daphne CPU/chunk", cpu * 1e6 / max(total, 1), unit="µs"),
+        row("stream_latency", f"{name}: dropped", sessions * chunks - total, target="0",
+            met=total == sessions * chunks),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -90,10 +99,13 @@ def main() -> None:
         default=0.0,
         help="seconds between the model's chunks (0: as fast as it can, a flood)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
 
+    rows: list[Row] = []
     try:
         with (
+            scratch_services(),
             tempfile.TemporaryDirectory(prefix="agentsite-stream-") as folder,
             children(Path(folder) / "logs") as procs,
         ):
@@ -160,12 +172,16 @@ def main() -> None:
                 options = {"chunks": args.chunks, "server_pid": web.pid}
                 await measure(url, 1, 10_000, **options, note="   (warm-up)")
                 for offset, sessions in enumerate(args.sessions):
-                    await measure(url, sessions, offset * 1000, **options)
+                    rows.extend(await measure(url, sessions, offset * 1000, **options))
 
             asyncio.run(run())
     except KeyboardInterrupt:
         print("\ninterrupted; every process the bench started is stopped", file=sys.stderr)
         sys.exit(130)
+    pace = f", one every {args.interval * 1000:g} ms" if args.interval else ""
+    for figure in rows:
+        figure["measure"] = figure["measure"].replace(" each", f" each{pace}")
+    write_json(args.json, rows)
 
 
 if __name__ == "__main__":
