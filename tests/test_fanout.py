@@ -7,7 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from channels.layers import InMemoryChannelLayer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 
 from agent.events import MessageEvent
 from agent.turn import fanout
@@ -92,3 +93,25 @@ async def test_a_layer_that_never_comes_back_is_given_up_on(
     await publish("lost")
     await asyncio.sleep(0.2)
     assert "gave up sending" in caplog.text
+
+
+@pytest.mark.skipif(
+    not settings.REDIS_URL,
+    reason="needs the Redis channel layer (REDIS_URL), where a process's sockets share one "
+    "inbox; .ci/run's second pass has it",
+)
+async def test_a_busy_web_process_gets_every_event_through_redis() -> None:
+    """All the sockets of a process share one inbox in Redis: a few hundred of them with
+    events not yet read must not overflow it."""
+    layer = get_channel_layer()
+    sockets = [await layer.new_channel() for _ in range(300)]
+    try:
+        for number, channel in enumerate(sockets):
+            await layer.group_add(f"inbox-test.{number}", channel)
+            await layer.group_send(f"inbox-test.{number}", {"type": "session.event", "n": number})
+        received = [(await asyncio.wait_for(layer.receive(c), 5))["n"] for c in sockets]
+        assert received == list(range(300))
+    finally:
+        for number, channel in enumerate(sockets):
+            await layer.group_discard(f"inbox-test.{number}", channel)
+        await layer.close_pools()
