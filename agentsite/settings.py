@@ -160,16 +160,19 @@ REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # Redis's publish/subscribe: a message reaches every process listening on its
+            # group at once. The list-based layer keeps one inbox per process in Redis and
+            # reads it a message per round trip, so a second tab on another process lagged
+            # seconds behind with a couple of hundred chats running; an inbox also drops
+            # what exceeds its capacity without a word. Nothing here needs messages to wait
+            # in Redis for a process that is not listening: a socket that reconnects reads
+            # the stored history.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             # redis-py 8 times out socket reads after 5 s by default, which breaks the
             # layer's blocking receive on an idle socket; the server side has its own timeout.
             # It also refuses a 101st connection at once, and a web process with a couple of
             # hundred sockets joining their groups together needs more than that.
-            # All the sockets of a process share one inbox in Redis, whose capacity the
-            # layer's is: at the default of 100, a busy process's events were dropped
-            # silently. Unread messages still expire after a minute.
             "CONFIG": {
-                "capacity": env.int("CHANNEL_LAYER_CAPACITY", default=10_000),
                 "hosts": [
                     {
                         "address": REDIS_URL,

@@ -150,7 +150,8 @@ def private_redis(settings: Any) -> Any:
     server.start()
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # The production layer whatever the pass: this test needs its own Redis either way.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {
                 "hosts": [{"address": f"redis://127.0.0.1:{port}/0", "socket_timeout": None}]
             },
