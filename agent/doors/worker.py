@@ -76,8 +76,9 @@ def ensure_schedules(**kwargs: Any) -> None:
 
 def fail_dead_runs() -> int:
     """Scheduled (`ensure_schedules`): mark failed the turns whose process died, whichever
-    door started them, and tell the sessions that started such sub-agents. Open chats show
-    it (`ChatConsumer._follow`). Also puts back any cron job's lost schedule."""
+    door started them, and tell the sessions that started such sub-agents and the chats
+    such cron runs report to. Open chats show it (`ChatConsumer._follow`). Also puts back
+    any cron job's lost schedule."""
     dead = services.fail_dead_runs()
     if dead:
         logger.warning("marked %d turn(s) failed: the process running them died", len(dead))
@@ -85,6 +86,8 @@ def fail_dead_runs() -> int:
 
     for run_id in selectors.subagents_among(run_ids=dead):
         async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
+    if dead:
+        async_to_sync(cron.report_dead_runs)(dead)
     services.prune_relayed(older_than=relay.KEEP)
     lost = job_schedules.resync()
     if lost:

@@ -8,14 +8,17 @@ its open sockets as a `message` frame followed by `cron_executed`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from agent import failures
 from agent.conf import agent_settings
 from agent.events import CronExecuted
 from agent.tools import JobInfo, ToolError
@@ -74,6 +77,43 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
         return "skipped", "", False
     result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk), reply_to=target)
     return result.status, result.text, result.delivered
+
+
+async def report_dead_runs(run_ids: Collection[UUID]) -> int:
+    """Close what the sweep found of cron runs among `run_ids` (runs whose process died
+    mid-turn): the job records the failure and the chat it reports to reads why, as after
+    any failed run. The job was planned for its next time before its turn began, and its
+    session is free for that run now that the dead one has ended. How many were reported."""
+    reported = 0
+    for run_id in run_ids:
+        try:
+            reported += await _report_dead_run(run_id)
+        except Exception:  # one job's report must not keep the others' from their chats
+            failures.log_failure(logger, "could not report the dead cron run %s", run_id)
+    return reported
+
+
+async def _report_dead_run(run_id: UUID) -> bool:
+    run = await store.get_run(run_id=run_id)
+    if run is None or run.channel != CHANNEL:
+        return False
+    _, _, number = run.session.key.partition(":")
+    job = await store.get_job(job_id=int(number)) if number.isdigit() else None
+    if job is None:
+        return False  # deleted since; nobody waits for it
+    reason = run.error or "it stopped before it finished"
+    when = run.started or run.created
+    if job.last_run is None or job.last_run <= when:  # not over a later run's record
+        await store.record_job_run(
+            job_id=job.pk, status=CronJob.Status.FAILED, error=reason, when=when
+        )
+    sentence = f"The cron job '{job.name}' did not finish: {reason}."
+    if job.enabled and job.next_run is not None:
+        sentence += f" It runs again at {job.next_run.isoformat(timespec='minutes')}."
+    target = await store.get_or_create_session(key=job.session, owner=job.owner)
+    await post(target, sentence, CronExecuted(job_id=str(job.pk), status=CronJob.Status.FAILED))
+    logger.info("told %s that cron job %s's run %s died", job.session, job.pk, run_id)
+    return True
 
 
 class OwnerSchedules:
