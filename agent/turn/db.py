@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -31,6 +32,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 LANES = 4
+# How often a call asks again while the database refuses to connect, waiting CONNECT_BACKOFF
+# the first time and twice as long each time after: about four seconds in all.
+CONNECT_RETRIES = 4
+CONNECT_BACKOFF = 0.25
 
 
 class Lanes:
@@ -76,16 +81,37 @@ lanes = Lanes(LANES)
 
 def _call(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
     _drop_broken_connections()
-    try:
-        return fn(*args, **kwargs)
-    except (OperationalError, InterfaceError):
-        # A connection that died while idle (the database restarted) fails the first call
-        # that uses it. Once more on a new connection: a call's writes are one statement or
-        # one transaction, which the dead connection took back.
-        if not _drop_broken_connections():
-            raise
-        logger.info("the database connection had gone; %s runs again", fn.__qualname__)
-        return fn(*args, **kwargs)
+    refusals = 0
+    replaced = False
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if _refused() and refusals < CONNECT_RETRIES:
+                # The database would not let us in (a restart, a failover, a full connection
+                # table): nothing ran, so ask again a little later, for a few seconds in all.
+                delay = CONNECT_BACKOFF * 2**refusals
+                refusals += 1
+                logger.warning(
+                    "the database refused a connection; %s tries again in %.2f s",
+                    fn.__qualname__,
+                    delay,
+                )
+                time.sleep(delay)
+            elif not replaced and _drop_broken_connections():
+                # A connection that died while idle (the database restarted) fails the first
+                # call that uses it. Once more on a new connection: a call's writes are one
+                # statement or one transaction, which the dead connection took back.
+                replaced = True
+                logger.info("the database connection had gone; %s runs again", fn.__qualname__)
+            else:
+                raise
+
+
+def _refused() -> bool:
+    """Whether the call that just failed could not connect at all, so that none of it ran."""
+    conn = connections["default"]
+    return conn.connection is None and conn.errors_occurred
 
 
 def _drop_broken_connections() -> bool:
