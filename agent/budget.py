@@ -36,20 +36,25 @@ def _expects(unit: list[LLMMessage], result: LLMMessage) -> bool:
 
 
 def repair(history: list[LLMMessage]) -> list[LLMMessage]:
-    """Drop what a provider would reject: results without a call, calls without results.
+    """Drop what a provider would reject: results without a call, calls without results,
+    and calls made twice.
 
-    A turn that crashed or was stopped mid-tool may have left either behind.
+    A turn that crashed or was stopped mid-tool may have left the first two behind; a write
+    run again after the database's reply to it was lost, the third.
     """
     kept: list[LLMMessage] = []
+    called: set[Any] = set()
     for unit in units(history):
         head = unit[0]
         if head.get("role") == "tool":
             continue
         calls = head.get("tool_calls")
         if calls:
+            ids = {call.get("id") for call in calls}
             answered = {m.get("tool_call_id") for m in unit[1:]}
-            if not all(call.get("id") in answered for call in calls):
+            if not ids <= answered or ids & called:
                 continue
+            called |= ids
         kept.extend(unit)
     return start_at_user(kept)
 

@@ -37,13 +37,15 @@ def count(message: dict) -> int:
 SYSTEM = {"role": "system", "content": "be brief"}
 
 
-def test_repair_drops_orphans_and_duplicate_results() -> None:
+def test_repair_drops_orphans_and_duplicates() -> None:
     history = [
         result("lost"),
         user("q"),
         call("a"),
         result("a"),
         result("a", "again"),
+        call("a"),  # saved twice: the write ran again after its reply was lost
+        result("a"),
         call("b"),  # never answered: a crash mid-tool
         user("next"),
         {"role": "assistant", "content": "done"},

@@ -101,7 +101,9 @@ def _call(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -
             elif not replaced and _drop_broken_connections():
                 # A connection that died while idle (the database restarted) fails the first
                 # call that uses it. Once more on a new connection: a call's writes are one
-                # statement or one transaction, which the dead connection took back.
+                # statement or one transaction, which the dead connection took back. (Unless
+                # it died between the commit and its reply: then a turn's messages are saved
+                # twice, which the history sent to the model leaves out: `budget.repair`.)
                 replaced = True
                 logger.info("the database connection had gone; %s runs again", fn.__qualname__)
             else:
