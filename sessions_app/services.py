@@ -24,6 +24,7 @@ from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Sess
 
 TITLE_LENGTH = 60
 DIED_ERROR = "the process running this turn stopped before it finished"
+LOST_ERROR = "no worker started it; the one that took it may have stopped"
 
 
 class SessionDeleted(Exception):
@@ -281,17 +282,33 @@ def beat(*, run_ids: Collection[UUID]) -> None:
 
 
 @transaction.atomic
-def fail_dead_runs() -> list[UUID]:
-    """Mark failed the runs whose process died mid-turn (their heartbeat stopped); their ids."""
-    cutoff = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
-    dead = Run.objects.select_for_update().filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff)
+def fail_dead_runs(*, unstarted_after: timedelta | None = None) -> list[UUID]:
+    """Mark failed the runs whose process died mid-turn (their heartbeat stopped) and, with
+    `unstarted_after`, those queued longer than that, which no worker will start any more
+    (the one that took the task died with it); their ids."""
+    now = timezone.now()
+    dead = Run.objects.select_for_update().filter(
+        status=Run.Status.RUNNING, heartbeat__lt=now - timedelta(seconds=STALE_AFTER_SECONDS)
+    )
     ids = list(dead.values_list("pk", flat=True))
     Run.objects.filter(pk__in=ids).update(
         status=Run.Status.FAILED,
         text=f"This turn stopped: {DIED_ERROR}.",
         error=DIED_ERROR,
-        finished=timezone.now(),
+        finished=now,
     )
+    if unstarted_after is not None:
+        lost = Run.objects.select_for_update().filter(
+            status=Run.Status.QUEUED, created__lt=now - unstarted_after
+        )
+        lost_ids = list(lost.values_list("pk", flat=True))
+        Run.objects.filter(pk__in=lost_ids).update(
+            status=Run.Status.FAILED,
+            text=f"This turn never started: {LOST_ERROR}.",
+            error=LOST_ERROR,
+            finished=now,
+        )
+        ids += lost_ids
     return ids
 
 

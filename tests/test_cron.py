@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django_q.models import Schedule
 
-from agent.doors.worker import run_cron_job
+from agent.doors.worker import fail_dead_runs, run_cron_job
 from agent.turn.service import SessionRef, run_turn
 from cron_app import services, timing
 from cron_app.models import CronJob
@@ -275,6 +275,38 @@ async def test_a_job_still_running_is_not_started_again(llm: ScriptedLLM, ada: U
     assert llm.requests == []
     job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
     assert job.last_status == "skipped" and job.next_run is not None
+
+
+async def test_a_run_whose_task_was_lost_does_not_hold_the_job_back_for_good(
+    llm: ScriptedLLM, ada: User, settings: Any
+) -> None:
+    """A worker that died with the job's task before starting it left the run queued: the
+    sweep fails it once django-q2 would have handed the task out again, the chat is told,
+    and the next tick runs."""
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="brief me", session="web:a1", kind="every", every_seconds=60
+    )
+    session = await sync_to_async(Session.objects.create)(
+        key=f"cron:{job.pk}", channel="cron", chat_id=str(job.pk), owner=ada
+    )
+    lost = await sync_to_async(Run.objects.create)(
+        session=session, channel="cron", prompt="brief me", status="queued"
+    )
+    assert await as_worker(run_cron_job)(job.pk) == "skipped"  # it may still start
+    assert await sync_to_async(fail_dead_runs)() == 0  # not yet
+
+    long_ago = timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
+    await sync_to_async(Run.objects.filter(pk=lost.pk).update)(created=long_ago)
+    assert await sync_to_async(fail_dead_runs)() == 1
+    await sync_to_async(lost.refresh_from_db)()
+    assert lost.status == "failed" and "no worker started it" in lost.error
+    [told] = await sync_to_async(list)(
+        Message.objects.filter(session__key="web:a1").values_list("content", flat=True)
+    )
+    assert told.startswith("The cron job") and "no worker started it" in told
+
+    llm.reply("Here is your brief.")
+    assert await as_worker(run_cron_job)(job.pk) == "succeeded"
 
 
 async def test_a_failed_run_is_recorded_and_reported(

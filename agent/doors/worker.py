@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 
 from agent.conf import agent_settings
 from agent.turn import cron, heartbeat, memory, relay, subagents
@@ -79,9 +81,13 @@ def fail_dead_runs() -> int:
     door started them, and tell the sessions that started such sub-agents and the chats
     such cron runs report to. Open chats show it (`ChatConsumer._follow`). Also puts back
     any cron job's lost schedule."""
-    dead = services.fail_dead_runs()
+    # django-q2 gives a task this long before it would hand it out again (with the ORM
+    # broker; Redis never does): a run still queued after that has lost its task.
+    dead = services.fail_dead_runs(unstarted_after=timedelta(seconds=settings.Q_CLUSTER["retry"]))
     if dead:
-        logger.warning("marked %d turn(s) failed: the process running them died", len(dead))
+        logger.warning(
+            "marked %d turn(s) failed: their process died, or none started them", len(dead)
+        )
     from django_q.tasks import async_task
 
     for run_id in selectors.subagents_among(run_ids=dead):
