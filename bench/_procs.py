@@ -53,11 +53,14 @@ def bench_env(scratch: Path, api_base: str) -> dict[str, str]:
 
 
 def daphne_argv(port: int) -> list[str]:
-    """The command line of a daphne serving the site on 127.0.0.1:`port`, quietly."""
+    """The command line of a daphne serving the site on 127.0.0.1:`port`, quietly, as
+    `manage.py serve` starts it."""
     return [
         sys.executable,
         "-m",
         "daphne",
+        "--websocket_connect_timeout",
+        "20",  # serve.WEBSOCKET_CONNECT_TIMEOUT, without loading Django here
         "-v",
         "0",
         "-b",

@@ -25,6 +25,7 @@ from agentsite.database import require_migrated
 logger = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
+WEBSOCKET_CONNECT_TIMEOUT = 20
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -102,6 +103,11 @@ class Command(BaseCommand):
                 sys.executable,
                 "-m",
                 "daphne",
+                # A WebSocket's opening handshake may take this long (daphne's default is
+                # 5 s): a burst of a few hundred chats opening at once on a busy process
+                # took longer, and a dropped handshake reaches the page as a failed connect.
+                "--websocket_connect_timeout",
+                str(WEBSOCKET_CONNECT_TIMEOUT),
                 "-b",
                 host,
                 "-p",
