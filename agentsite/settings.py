@@ -192,7 +192,7 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "agent.turn.local_layer.LocalChannelLayer"}}
 
 # django-q2 runs queued turns, cron jobs and sub-agents in `manage.py qcluster`.
 Q_CLUSTER = {
