@@ -260,3 +260,9 @@ def _postgres(url: str, statement: str) -> None:
     dsn = url.replace("pgsql://", "postgresql://", 1)
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute(statement.encode())
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) the process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -51,6 +51,7 @@ from bench._procs import (  # noqa: E402
     Children,
     bench_env,
     children,
+    cpu_seconds,
     daphne_argv,
     free_port,
     scratch_services,
@@ -247,13 +248,16 @@ def main() -> None:
 
             print(f"{'daphne':>6} {'done in':>8} {'x ideal':>8} {'turns/s':>8} "
                   f"{'failed':>6} {'p50 chunk':>10} {'p99 chunk':>10} {'peak MiB':>9} "
-                  f"{'lost':>5}")  # fmt: skip
+                  f"{'lost':>5} {'CPU/turn':>9}")  # fmt: skip
             rates: dict[int, float] = {}
             for count in args.processes:
                 bases, webs = start_site(procs, env, count)
                 urls = [f"{base}/ws/chat/{{chat}}/?token={token}" for base in bases]
                 asyncio.run(measure(urls, min(20, args.sessions), f"warm{count}-"))
+                cpu_before = sum(cpu_seconds(web.pid) for web in webs)
                 elapsed, failed, delays = asyncio.run(measure(urls, args.sessions, f"p{count}-"))
+                cpu_per_turn = (sum(cpu_seconds(web.pid) for web in webs) - cpu_before) * 1000
+                cpu_per_turn /= args.sessions
                 ordered = sorted(delays) or [0.0]
                 p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
                 rates[count] = (args.sessions - failed) / elapsed
@@ -268,7 +272,7 @@ def main() -> None:
                 print(
                     f"{count:>6} {elapsed:>7.2f}s {elapsed / ideal:>8.1f} {rates[count]:>8.1f} "
                     f"{failed:>6} {statistics.median(ordered):>8.1f}ms {p99:>8.1f}ms {peak:>9.0f} "
-                    f"{'-' if watch is None else watch.lost:>5}"
+                    f"{'-' if watch is None else watch.lost:>5} {cpu_per_turn:>7.1f}ms"
                 )
                 layout = (
                     f"{args.sessions} sessions, {count} daphne{'s' if count > 1 else ''}, "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import statistics
 import sys
@@ -29,7 +28,14 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._procs import bench_env, children, daphne_argv, free_port, scratch_services  # noqa: E402
+from bench._procs import (  # noqa: E402
+    bench_env,
+    children,
+    cpu_seconds,
+    daphne_argv,
+    free_port,
+    scratch_services,
+)
 from bench._report import Row, add_json_option, row, write_json  # noqa: E402
 
 STAMP = re.compile(r"<(\d+)>")
@@ -52,12 +58,6 @@ async def one_session(url: str, index: int, delays: list[float]) -> int:
                 return received
             elif frame["type"] == "error":
                 raise RuntimeError(frame["message"])
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user and system) the process has used so far, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measure(
