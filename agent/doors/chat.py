@@ -262,9 +262,13 @@ class ChunkCoalescer:
     ones that follow it within the window wait for its end and leave together. Chunks of one
     message are joined in order and flushed before any other event, so the frames still
     concatenate to the saved text.
+
+    10 ms: a model streaming at a reading pace (up to a hundred chunks a second) sees each
+    chunk sent as it comes, while a burst costs at most a hundred frames a second. At 20 ms
+    every chunk of a steady stream waited out the window: 11 ms at the median.
     """
 
-    def __init__(self, send: Any, *, window: float = 0.02) -> None:
+    def __init__(self, send: Any, *, window: float = 0.01) -> None:
         self.send = send
         self.window = window
         self.msg_id = ""
