@@ -4,6 +4,7 @@ and in the order they were published."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -107,9 +108,30 @@ async def test_a_busy_web_process_gets_every_event_through_redis() -> None:
     try:
         for number, channel in enumerate(sockets):
             await layer.group_add(f"inbox-test.{number}", channel)
+        await until_subscribed(layer, "inbox-test.299", sockets[-1])
+        for number in range(300):
             await layer.group_send(f"inbox-test.{number}", {"type": "session.event", "n": number})
-        received = [(await asyncio.wait_for(layer.receive(c), 5))["n"] for c in sockets]
+        received = [await numbered(layer, channel) for channel in sockets]
         assert received == list(range(300))
     finally:
         for number, channel in enumerate(sockets):
             await layer.group_discard(f"inbox-test.{number}", channel)
+
+
+async def until_subscribed(layer: Any, group: str, channel: str) -> None:
+    """Until Redis has the last of the process's subscriptions (and with it every earlier
+    one: they share a connection). A subscription takes effect a moment after `group_add`
+    returns; a socket's history, read after it joins, covers that moment."""
+    for _ in range(50):
+        await layer.group_send(group, {"type": "probe"})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), 0.1)
+            return
+    raise AssertionError(f"{group} was never subscribed")
+
+
+async def numbered(layer: Any, channel: str) -> int:
+    """The number of the next message on `channel`, past any probe still arriving."""
+    while "n" not in (message := await asyncio.wait_for(layer.receive(channel), 5)):
+        assert message["type"] == "probe"
+    return int(message["n"])
