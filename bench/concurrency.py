@@ -2,14 +2,16 @@
 
     DATABASE_URL=postgres://... .venv/bin/python bench/concurrency.py [--sessions 200]
     DATABASE_URL=postgres://... REDIS_URL=redis://... .venv/bin/python bench/concurrency.py --processes 1 2
-        [--watchers auto|on|off] [--grace 1.5] [--json PATH]
+        [--watchers auto|on|off] [--grace 30] [--json PATH]
 
 Each session opens its own chat over a real WebSocket and sends one message; the scripted
 model (its own process) answers every call after `--call-ms` and makes each turn read a file
 twice before its streamed reply: three model calls. For each layout it prints the time for
 all turns to finish against the ideal (the three calls back to back, as if the site cost
-nothing), turns that failed, the p99 delay of the reply's chunks from the model to the
-client, the turns per second, and the peak memory of the busiest daphne process. Sessions
+nothing) and against the floor (the same conversations on bare httpx straight to the model,
+measured first in the same run: what the machine allows with no site), turns that failed, the p99 delay of the reply's chunks from the model to the
+client, the turns per second, the peak memory of the busiest daphne process and the web
+processes' CPU per turn. Sessions
 are spread over the processes round robin; more than one process needs `REDIS_URL` (the
 channel layer they share). Without `DATABASE_URL` it runs on SQLite and says so. With
 `DATABASE_URL` and `REDIS_URL` it makes a PostgreSQL database of its own next to the one
@@ -47,6 +49,7 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._loops import httpx_loop  # noqa: E402
 from bench._procs import (  # noqa: E402
     Children,
     bench_env,
@@ -143,6 +146,14 @@ async def final_message(ws: Any, seen: list[str]) -> float:
         if frame["type"] == "message" and frame.get("role") == "assistant" and not arrived:
             arrived = time.perf_counter()
     return arrived
+
+
+async def bare_floor(base_url: str, sessions: int) -> float:
+    """Seconds for `sessions` tool conversations at once on bare httpx against the same
+    model: what this machine's cores, shared with the model, allow with no site at all."""
+    started = time.perf_counter()
+    await asyncio.gather(*(httpx_loop(base_url, 1) for _ in range(sessions)))
+    return time.perf_counter() - started
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -245,6 +256,11 @@ def main() -> None:
             model += ["--stamps", str(CHUNKS)]
             llm = procs.start(model, name="llm_server", cwd=ROOT, env=env)
             procs.wait_for_port(llm_port, llm)
+            floor = asyncio.run(bare_floor(f"http://127.0.0.1:{llm_port}/v1", args.sessions))
+            print(
+                f"floor: the same {args.sessions} conversations on bare httpx, straight to the "
+                f"model, no site: {floor:.2f} s ({floor / ideal:.1f} x ideal)"
+            )
 
             print(f"{'daphne':>6} {'done in':>8} {'x ideal':>8} {'turns/s':>8} "
                   f"{'failed':>6} {'p50 chunk':>10} {'p99 chunk':>10} {'peak MiB':>9} "
@@ -282,6 +298,8 @@ def main() -> None:
                     row("concurrency", f"{layout}: all done vs ideal", elapsed, floor=ideal,
                         unit="s", target=f"ratio ≤ {IDEAL_TARGET:g}",
                         met=elapsed <= IDEAL_TARGET * ideal),
+                    row("concurrency", f"{layout}: all done vs bare httpx", elapsed,
+                        floor=floor, unit="s"),
                     row("concurrency", f"{layout}: failed turns", failed, target="0",
                         met=failed == 0),
                     row("concurrency", f"{layout}: reply chunk delay p99", p99, unit="ms",
