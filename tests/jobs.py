@@ -1,10 +1,15 @@
-"""Test helpers for background work: the worker's queue held in the test's hands, and a
-session's group on the channel layer heard from outside."""
+"""Test helpers for background work: the worker's queue held in the test's hands, a real
+django-q2 cluster, and a session's group on the channel layer heard from outside."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +20,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from agent.turn.fanout import group_name
+from tests.conftest import ROOT
 
 
 @dataclass
@@ -84,3 +90,28 @@ class GroupListener:
                 if "frame" in message:
                     seen.append(message["frame"])
         return seen
+
+
+@contextmanager
+def cluster(env: dict[str, str], *, graceful: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """A django-q2 cluster (`manage.py qcluster`) in a process group of its own, so that a
+    test can kill all of it at once (`kill`), as the kernel's OOM killer or a lost host
+    would. Stopped at the end, or killed when not `graceful`: a graceful stop takes a
+    second, wasted when nothing the test checks is left for the cluster to do."""
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, start_new_session=True
+    )
+    try:
+        yield worker
+    finally:
+        if worker.poll() is None:
+            if graceful:
+                worker.terminate()
+                worker.wait(timeout=30)
+            else:
+                kill(worker)
+
+
+def kill(worker: subprocess.Popen[bytes]) -> None:
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import LOGIN, ROOT, manage, python
+from tests.jobs import cluster, kill
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,19 +40,6 @@ def query(env: dict[str, str], code: str) -> Any:
     done = python(program, env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-@contextmanager
-def cluster(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, start_new_session=True
-    )
-    try:
-        yield worker
-    finally:
-        if worker.poll() is None:
-            worker.terminate()
-            worker.wait(timeout=30)
 
 
 def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
@@ -126,8 +111,7 @@ def test_a_fresh_clusters_scheduler_fires_cron_on_time_and_fails_killed_turns(
     llm.hang(120).hang(120)  # both turns' model calls: their worker dies meanwhile
     with cluster(site_env) as doomed:
         wait_for(lambda: len(llm.requests) == 4, timeout=60, what="both turns to start")
-        os.killpg(doomed.pid, signal.SIGKILL)
-        doomed.wait()
+        kill(doomed)
     assert api.get(f"/api/tasks/{task['id']}").json()["status"] == "running"
     # From here on the model echoes: the cron run and the report may come in either order.
     with cluster(site_env):

@@ -11,13 +11,8 @@ so the test reads and writes it with the ORM while the cluster runs."""
 from __future__ import annotations
 
 import ast
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,7 +32,8 @@ from cron_app import services as job_services
 from cron_app.models import CronJob
 from cron_app.schedules import schedule_name
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run
-from tests.conftest import ROOT, _database_url, clean_env
+from tests.conftest import _database_url, clean_env
+from tests.jobs import cluster, kill
 from tests.llm_server import ScriptedLLM
 from tests.test_faults import assert_plain, assert_valid_history
 
@@ -73,26 +69,6 @@ def worker_env(tmp_path: Path, workspace: Path, llm: ScriptedLLM) -> dict[str, s
         }
     )
     return env
-
-
-@contextmanager
-def cluster(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A django-q2 cluster in a process group of its own, so that a test can kill all of
-    it at once, as the kernel's OOM killer or a lost host would. Killed at the end too:
-    nothing the test checks is left for it to do, and a graceful stop takes a second."""
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, start_new_session=True
-    )
-    try:
-        yield worker
-    finally:
-        if worker.poll() is None:
-            kill(worker)
-
-
-def kill(worker: subprocess.Popen[bytes]) -> None:
-    os.killpg(worker.pid, signal.SIGKILL)
-    worker.wait()
 
 
 def wait_for(check: Callable[[], T], *, what: str, timeout: float = 15) -> T:
@@ -156,7 +132,7 @@ def test_a_cron_run_whose_worker_is_killed_fails_and_the_job_runs_again(
     assert due is not None
     script(llm)
 
-    with cluster(worker_env) as doomed:
+    with cluster(worker_env, graceful=False) as doomed:
         fire_schedule(schedule_name(job.pk))
         wait_for(lambda: under_way(f"cron:{job.pk}"), what=f"the turn to be in its {where}")
         if where == "model call":
@@ -170,7 +146,7 @@ def test_a_cron_run_whose_worker_is_killed_fails_and_the_job_runs_again(
     as_if_dead_for_a_while(run)
 
     llm.reply("Nothing new since yesterday.")
-    with cluster(worker_env):
+    with cluster(worker_env, graceful=False):
         fire_schedule(SWEEP_SCHEDULE)
         run = wait_for(
             lambda: Run.objects.filter(pk=run.pk, status="failed").first(),
@@ -205,7 +181,7 @@ def test_a_subagent_whose_worker_is_killed_is_reported_failed(
     async_to_sync(run_turn)(SessionRef("web:boss", ada), "ponder this", channel="web")
     llm.hang(60)  # the sub-agent's model call
 
-    with cluster(worker_env) as doomed:
+    with cluster(worker_env, graceful=False) as doomed:
         wait_for(lambda: len(llm.requests) == 3, what="the sub-agent's model call")
         kill(doomed)
 
@@ -214,7 +190,7 @@ def test_a_subagent_whose_worker_is_killed_is_reported_failed(
     as_if_dead_for_a_while(run)
 
     llm.reply("Sorry: the helper stopped before it finished; shall I try again?")
-    with cluster(worker_env):
+    with cluster(worker_env, graceful=False):
         fire_schedule(SWEEP_SCHEDULE)
         wait_for(lambda: len(texts("web:boss")) == 6, what="the agent to tell the user of it")
     run.refresh_from_db()
