@@ -2,7 +2,7 @@ from typing import Any
 
 from django.apps import AppConfig, apps
 from django.core import checks
-from django.db.models.signals import post_delete, post_migrate
+from django.db.models.signals import post_delete, post_migrate, post_save, pre_save
 
 
 def _ensure_schedules(**kwargs: Any) -> None:
@@ -45,10 +45,17 @@ class AgentConfig(AppConfig):
     verbose_name = "Agent"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+
+        from agent import accounts
         from agent.turn.fanout import on_session_deleted
         from sessions_app.models import Session
 
         post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="agent.session_closed")
+        user = get_user_model()
+        pre_save.connect(accounts.note_old_username, sender=user, dispatch_uid="agent.user_name")
+        post_save.connect(accounts.follow_rename, sender=user, dispatch_uid="agent.user_renamed")
+        post_delete.connect(accounts.retire_folder, sender=user, dispatch_uid="agent.user_deleted")
         # After django-q2's tables (the schedules live there); Django sends post_migrate
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")

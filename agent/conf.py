@@ -18,7 +18,6 @@ class AgentSettings:
     max_iterations: int
     subagent_max_iterations: int
     heartbeat_interval: int
-    heartbeat_user: str
     temperature: float
     max_tokens: int
     context_window: int
@@ -54,7 +53,6 @@ def agent_settings() -> AgentSettings:
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         subagent_max_iterations=settings.AGENT_SUBAGENT_MAX_ITERATIONS,
         heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
-        heartbeat_user=settings.AGENT_HEARTBEAT_USER,
         temperature=settings.AGENT_TEMPERATURE,
         max_tokens=settings.AGENT_MAX_TOKENS,
         context_window=settings.AGENT_CONTEXT_WINDOW,

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from skills_app.workspace import read_plain_file
+
 logger = logging.getLogger(__name__)
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md")
@@ -30,17 +32,25 @@ You are agentsite, a capable assistant that gets things done with tools.
 
 
 def system_prompt(
-    *, workspace: Path, tool_names: Iterable[str], sections: Iterable[str] = ()
+    *,
+    workspace: Path,
+    tool_names: Iterable[str],
+    sections: Iterable[str] = (),
+    folder: Path | None = None,
 ) -> str:
+    """The prompt of a turn whose user works in `folder`: the bootstrap files of the
+    `workspace`'s root, which the operator keeps for everyone, then the user's own."""
     parts = [
         IDENTITY,
         "## Runtime\n"
         f"- Operating system: {platform.system()} {platform.release()} "
         f"(Python {platform.python_version()})\n"
-        f"- Workspace: {workspace} (relative paths in tools resolve here)\n"
+        f"- Workspace: {folder or workspace} (relative paths in tools resolve here)\n"
         f"- Tools: {', '.join(sorted(tool_names)) or 'none'}",
     ]
     parts.extend(_bootstrap_sections(workspace))
+    if folder is not None and folder != workspace:
+        parts.extend(_bootstrap_sections(folder, note=" (the user's own)", fenced=True))
     parts.extend(section for section in sections if section)
     return "\n\n".join(parts)
 
@@ -122,24 +132,24 @@ def open_tasks(text: str) -> str:
     return "\n".join(kept)
 
 
-def _bootstrap_sections(workspace: Path) -> list[str]:
+def _bootstrap_sections(folder: Path, *, note: str = "", fenced: bool = False) -> list[str]:
     sections = []
     for name in BOOTSTRAP_FILES:
-        path = workspace / name
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
-        except FileNotFoundError:
+        # A link the user's agent made there to another user's file must not bring that
+        # file into the prompt, which the server reads unfenced.
+        text = read_plain_file(
+            folder / name, BOOTSTRAP_FILE_LIMIT + 1, inside=folder if fenced else None
+        )
+        if text is None:
             continue
-        except OSError as exc:
-            logger.warning("cannot read %s: %s", path, exc)
-            continue
+        text = text.strip()
         if len(text) > BOOTSTRAP_FILE_LIMIT:
             text = (
                 text[:BOOTSTRAP_FILE_LIMIT]
                 + f"\n\n[… {name} cut at {BOOTSTRAP_FILE_LIMIT} characters]"
             )
         if text:
-            sections.append(f"## {name}\n\n{text}")
+            sections.append(f"## {name}{note}\n\n{text}")
     return sections
 
 

@@ -253,11 +253,8 @@ AGENT_API_KEY = env.str(
 AGENT_WORKSPACE = Path(env.str("AGENT_WORKSPACE", default=str(BASE_DIR / "workspace")))
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
 AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)
-# Seconds between heartbeats (a look at <workspace>/HEARTBEAT.md); 0 turns them off.
+# Seconds between heartbeats (a look at each user's own HEARTBEAT.md); 0 turns them off.
 AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
-# Who the heartbeat works for (a username): its findings reach their latest web chat. Empty:
-# the first superuser, the one `make run` makes.
-AGENT_HEARTBEAT_USER = env.str("AGENT_HEARTBEAT_USER", default="")
 AGENT_TEMPERATURE = env.float("AGENT_TEMPERATURE", default=0.1)
 AGENT_MAX_TOKENS = env.int("AGENT_MAX_TOKENS", default=4096)
 AGENT_CONTEXT_WINDOW = env.int("AGENT_CONTEXT_WINDOW", default=0)

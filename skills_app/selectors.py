@@ -20,10 +20,13 @@ def find_skill(*, name: str) -> Skill | None:
     return Skill.objects.filter(name=name).first()
 
 
-def offered_skills(*, workspace: Path, environment: Mapping[str, str]) -> list[SkillEntry]:
+def offered_skills(
+    *, workspace: Path, environment: Mapping[str, str], folder: Path | None = None
+) -> list[SkillEntry]:
     """The enabled skills the agent is offered, by name, each checked against what
-    commands run with (`environment`)."""
-    entries = {entry.name: entry for entry in workspace_skills(workspace)}
+    commands run with (`environment`): the operator's (the database's, and the files of the
+    `workspace`'s root), then those of the user's own `folder` under names not taken."""
+    entries: dict[str, SkillEntry | None] = {e.name: e for e in workspace_skills(workspace)}
     for skill in Skill.objects.all():
         if skill.enabled:
             entries[skill.name] = SkillEntry(
@@ -33,5 +36,9 @@ def offered_skills(*, workspace: Path, environment: Mapping[str, str]) -> list[S
                 always=skill.always,
             )
         else:  # switched off in the database: a file of the same name stays off too
-            entries.pop(skill.name, None)
-    return [entries[name].checked(environment) for name in sorted(entries)]
+            entries[skill.name] = None
+    if folder is not None and folder != workspace:
+        # A user's skill adds to the operator's and never stands in for one of them.
+        for entry in workspace_skills(folder, fenced=True):
+            entries.setdefault(entry.name, entry)
+    return [entry.checked(environment) for _, entry in sorted(entries.items()) if entry]

@@ -14,7 +14,9 @@ How to use it...
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -23,28 +25,50 @@ from skills_app.entries import SkillEntry
 logger = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
+SKILL_FILE_LIMIT = 200_000
 _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
 NAME = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 
 
-def workspace_skills(workspace: Path) -> list[SkillEntry]:
-    """Every readable skill file of the workspace, by folder name order."""
+def workspace_skills(workspace: Path, *, fenced: bool = False) -> list[SkillEntry]:
+    """Every readable skill file of the folder `workspace`, by folder name order; `fenced`,
+    only those that are inside it (an agent works in a user's folder, and may leave links
+    there)."""
     folder = workspace / "skills"
     if not folder.is_dir():
         return []
     found = []
     for path in sorted(folder.glob(f"*/{SKILL_FILE}")):
-        entry = read_skill_file(path)
+        entry = read_skill_file(path, inside=workspace if fenced else None)
         if entry is not None:
             found.append(entry)
     return found
 
 
-def read_skill_file(path: Path) -> SkillEntry | None:
+def read_plain_file(path: Path, limit: int, *, inside: Path | None = None) -> str | None:
+    """The first `limit` characters of the text file `path`; None when it is not there or
+    cannot be read, or, with `inside`, leads out of that folder through a link."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        logger.warning("cannot read the skill %s: %s", path, exc)
+        if inside is not None and not path.resolve().is_relative_to(inside.resolve()):
+            logger.warning("%s leads out of %s; it is not read", path, inside)
+            return None
+        # Not blocking: a named pipe in place of the file would hold the reader forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                logger.warning("%s is not a plain file; it is not read", path)
+                return None
+            return fh.read(limit)
+    except FileNotFoundError:
+        return None
+    except (OSError, RuntimeError) as exc:  # unreadable, a folder, a loop of links
+        logger.warning("cannot read %s: %s", path, exc)
+        return None
+
+
+def read_skill_file(path: Path, *, inside: Path | None = None) -> SkillEntry | None:
+    text = read_plain_file(path, SKILL_FILE_LIMIT, inside=inside)
+    if text is None:
         return None
     meta: dict[str, Any] = {}
     body = text

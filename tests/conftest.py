@@ -124,6 +124,13 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
+def folder_of(workspace: Path, username: str | None = None) -> Path:
+    """The folder a user's agent works in (turns of no account: their own), made."""
+    from agent.tools.guards.folders import make_user_folder
+
+    return make_user_folder(workspace, username)
+
+
 @pytest.fixture
 def ws(workspace: Path) -> Path:
     """The workspace, under the short name the tool tests use."""

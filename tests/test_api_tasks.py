@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from agent.doors.worker import SWEEP_SCHEDULE, fail_dead_runs, run_queued_task
 from sessions_app.models import Message, Run, Session
+from tests.conftest import folder_of
 from tests.llm_server import ScriptedLLM
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
@@ -61,7 +62,7 @@ def test_a_waited_task_runs_and_answers(api: APIClient, llm: ScriptedLLM, worksp
     assert set(task["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
     assert task["usage"]["total_tokens"] > 0
     assert task["finished"] is not None
-    assert (workspace / "hello.txt").read_text() == "Hello World"
+    assert (folder_of(workspace, "ada") / "hello.txt").read_text() == "Hello World"
     assert api.get(f"/api/tasks/{task['id']}").json() == task
 
 

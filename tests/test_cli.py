@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from agent.tools.guards.folders import user_folder
+from tests.conftest import ROOT, run_manage
 from tests.llm_server import ScriptedLLM
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -36,9 +37,23 @@ def cli(site_env: dict[str, str]) -> Run:
     return run
 
 
+def add_accounts(site_env: dict[str, str], *names: str, superuser: str | None = None) -> None:
+    """Accounts in the database the command line opens (a copy of its own on SQLite)."""
+    code = (
+        "from django.contrib.auth.models import User\n"
+        f"for name in {list(names)!r}:\n"
+        "    User.objects.create_user(name)\n"
+        f"if {superuser!r}:\n"
+        f"    User.objects.create_superuser({superuser!r})\n"
+    )
+    done = run_manage(site_env, "shell", "-c", code)
+    assert done.returncode == 0, done.stderr
+
+
 def test_one_message_creates_a_file_and_history_carries_to_the_next_run(
-    cli: Run, llm: ScriptedLLM, workspace: Path
+    cli: Run, llm: ScriptedLLM, workspace: Path, site_env: dict[str, str]
 ) -> None:
+    add_accounts(site_env, "ada", superuser="root")
     llm.tool_call("write_file", {"path": "hello.txt", "content": "Hello World"})
     llm.tool_call("read_file", {"path": "hello.txt"})
     llm.reply("I wrote hello.txt and it reads: Hello World")
@@ -50,7 +65,9 @@ def test_one_message_creates_a_file_and_history_carries_to_the_next_run(
     assert "↳ write_file(path='hello.txt', content='Hello World')" in first.stderr
     assert "↳ read_file(path='hello.txt')" in first.stderr
     assert "Traceback" not in first.stderr
-    assert (workspace / "hello.txt").read_text() == "Hello World"
+    # It works as the first superuser, in that account's folder.
+    assert (user_folder(workspace, "root") / "hello.txt").read_text() == "Hello World"
+    assert not (workspace / "hello.txt").exists()
 
     llm.reply("You asked me to create hello.txt.")
     second = cli("-m", "What did I ask you before?")
@@ -69,6 +86,45 @@ def test_one_message_creates_a_file_and_history_carries_to_the_next_run(
         "user",
     ]
     assert sent[1]["content"] == "create hello.txt containing Hello World, then read it back"
+
+
+def test_it_works_as_the_user_it_is_given(
+    cli: Run, llm: ScriptedLLM, workspace: Path, site_env: dict[str, str]
+) -> None:
+    add_accounts(site_env, "ada", "bob", superuser="root")
+    llm.tool_call("write_file", {"path": "note.txt", "content": "ada's"}).reply("Saved.")
+    assert cli("-m", "save a note", "--user", "ada").returncode == 0
+    llm.tool_call("read_file", {"path": "note.txt"}).reply("Nothing there.")
+    result = cli("-m", "read my note", "--user", "bob")
+
+    assert result.returncode == 0, result.stderr
+    assert (user_folder(workspace, "ada") / "note.txt").read_text() == "ada's"
+    assert "file not found: note.txt" in llm.requests[-1]["messages"][-1]["content"]
+    # Each account's cli:direct is a conversation of its own.
+    assert [m["role"] for m in llm.requests[-1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    ]
+
+
+def test_an_unknown_user_is_a_usage_error(cli: Run, llm: ScriptedLLM) -> None:
+    result = cli("-m", "hello", "--user", "nobody")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "CommandError: no active user is called 'nobody': give the name of an account "
+        "(the admin's Users page lists them)"
+    ]
+    assert llm.requests == []
+
+
+def test_without_any_superuser_it_works_as_no_account(
+    cli: Run, llm: ScriptedLLM, workspace: Path
+) -> None:
+    llm.tool_call("write_file", {"path": "a.txt", "content": "x"}).reply("Done.")
+    assert cli("-m", "write a.txt").returncode == 0
+    assert (user_folder(workspace, None) / "a.txt").read_text() == "x"
 
 
 def test_separate_sessions_do_not_share_history(cli: Run, llm: ScriptedLLM) -> None:

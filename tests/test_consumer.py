@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from sessions_app.models import Message, Run
+from tests.conftest import folder_of
 from tests.llm_server import ScriptedLLM
 from tests.ws import HOST, ORIGIN, communicator, open_chat, receive_until
 
@@ -102,7 +103,7 @@ async def test_streamed_turn_with_tools_frame_by_frame(
     assert call["name"] == "write_file" and call["arguments"] == {"path": "a.txt", "content": "A"}
     result = next(f for f in frames if f["type"] == "tool_result")
     assert result["id"] == call["id"] and result["result"].startswith("Wrote")
-    assert (workspace / "a.txt").read_text() == "A"
+    assert (folder_of(workspace, "ada") / "a.txt").read_text() == "A"
 
     messages = await saved("web:t1")
     assistant_texts = [m.content for m in messages if m.role == "assistant"]

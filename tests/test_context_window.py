@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from agent.llm.client import _limits
 from agent.turn.service import run_turn
 from sessions_app.models import Message
+from tests.conftest import folder_of
 from tests.llm_server import ScriptedLLM
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
@@ -54,7 +55,9 @@ async def test_a_turn_whose_own_results_outgrow_the_window_keeps_working(
     llm: ScriptedLLM, workspace: Path
 ) -> None:
     for name in "abcd":
-        (workspace / f"{name}.txt").write_text("".join(f"{name} line {n}\n" for n in range(1_500)))
+        (folder_of(workspace) / f"{name}.txt").write_text(
+            "".join(f"{name} line {n}\n" for n in range(1_500))
+        )
     for name in "abcd":
         llm.tool_call("read_file", {"path": f"{name}.txt"})
     llm.reply("Read them all.")

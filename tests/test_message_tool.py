@@ -10,9 +10,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from agent.doors.worker import run_cron_job, run_heartbeat
+from agent.doors.worker import run_cron_job, run_user_heartbeat
 from agent.events import Collector
 from agent.tools import ToolContext, ToolRegistry
+from agent.tools.guards.folders import user_folder
 from agent.tools.messaging import MessageTool
 from agent.turn.service import SessionRef, run_turn
 from cron_app import services
@@ -183,16 +184,15 @@ async def test_a_cron_jobs_message_goes_to_the_jobs_chat_once(llm: ScriptedLLM, 
 
 
 async def test_the_heartbeats_message_reaches_the_latest_chat_once(
-    llm: ScriptedLLM, workspace: Path, ada: User, settings: Any
+    llm: ScriptedLLM, workspace: Path, ada: User
 ) -> None:
-    settings.AGENT_HEARTBEAT_USER = "ada"
     llm.reply("hi")
     await run_turn(SessionRef("web:h1", ada), "hello", channel="web")
-    (workspace / "HEARTBEAT.md").write_text("- [ ] remind me to stretch\n")
+    (user_folder(workspace, "ada") / "HEARTBEAT.md").write_text("- [ ] remind me to stretch\n")
     llm.tool_call("message", {"content": "Time to stretch!"})
     llm.reply("Sent the reminder.")
 
-    assert await as_worker(run_heartbeat)() == "delivered"
+    assert await as_worker(run_user_heartbeat)(ada.pk) == "delivered"
 
     stored = await sync_to_async(messages)("web:h1", ada)
     assert stored[-1] == ("assistant", "Time to stretch!")

@@ -50,8 +50,24 @@ def run_cron_job(job_id: int, scheduled: bool = True) -> str:
 
 
 def run_heartbeat() -> str:
-    """Scheduled (`ensure_schedules`): look at HEARTBEAT.md, act if it asks for something."""
-    return async_to_sync(heartbeat.beat)(agent_settings())
+    """Scheduled (`ensure_schedules`): a beat of its own for each user whose HEARTBEAT.md
+    asks for something, side by side on the workers."""
+    from django_q.tasks import async_task
+
+    users = heartbeat.due_users(agent_settings())
+    for user in users:
+        async_task(heartbeat.USER_BEAT_TASK, user.pk, task_name=f"heartbeat-{user.pk}")
+    return f"{len(users)} heartbeat(s) queued" if users else "idle"
+
+
+def run_user_heartbeat(user_id: int) -> str:
+    """One user's heartbeat (queued by `run_heartbeat`)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if user is None:
+        return "missing"
+    return async_to_sync(heartbeat.beat)(agent_settings(), user)
 
 
 def consolidate_memory(session_id: int, model: str) -> bool:

@@ -7,7 +7,10 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # the guards' errors derive from ToolError, defined here
+    from agent.tools.guards.fence import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,7 @@ class ToolContext:
 
     ``cancelled`` is set when the turn is stopped or over; work a tool started outside the
     turn's own task (a background job, a shared client's request) should end with it.
+    ``workspace`` is the turn's user's own folder: file tools and ``exec`` work there.
     """
 
     session_key: str
@@ -98,6 +102,9 @@ class ToolContext:
     agents: Agents | None = None
     schedules: Schedules | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    # The folder the turn's user works in, fenced; None outside a turn, where a tool keeps
+    # to the workspace it was made with.
+    workspace: Workspace | None = None
 
     @classmethod
     def detached(cls, channel: str = "direct") -> ToolContext:

@@ -30,16 +30,20 @@ class _WorkspaceTool(Tool):
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    def _existing_file(self, path: str) -> Path:
-        target = self.workspace.resolve(path)
+    def fence(self, ctx: ToolContext) -> Workspace:
+        """Where this call may work: the turn's user's folder, else the tool's workspace."""
+        return ctx.workspace or self.workspace
+
+    def _existing_file(self, fence: Workspace, path: str) -> Path:
+        target = fence.resolve(path)
         if not target.exists():
             raise ToolError(f"file not found: {path}")
         if target.is_dir():
             raise ToolError(f"'{path}' is a directory, not a file; use list_dir to see it")
         return target
 
-    def _writable_file(self, path: str) -> Path:
-        target = self.workspace.resolve(path)
+    def _writable_file(self, fence: Workspace, path: str) -> Path:
+        target = fence.resolve(path)
         if target.is_dir():
             raise ToolError(f"'{path}' is a directory, not a file")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +111,7 @@ class ReadFileTool(_WorkspaceTool):
         path: str = kwargs["path"]
         offset: int = kwargs.get("offset") or 1
         limit: int = kwargs.get("limit") or DEFAULT_READ_LINES
-        target = self._existing_file(path)
+        target = self._existing_file(self.fence(ctx), path)
         return await asyncio.to_thread(self._read, target, path, offset, limit)
 
     def _read(self, target: Path, path: str, offset: int, limit: int) -> str:
@@ -175,7 +179,7 @@ class WriteFileTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
-        target = self._writable_file(path)
+        target = self._writable_file(self.fence(ctx), path)
         await asyncio.to_thread(target.write_bytes, data)
         return f"Wrote {len(data)} bytes to {path}"
 
@@ -199,7 +203,7 @@ class AppendFileTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
-        target = self._writable_file(path)
+        target = self._writable_file(self.fence(ctx), path)
 
         def append() -> None:
             with target.open("ab") as fh:
@@ -238,7 +242,7 @@ class EditFileTool(_WorkspaceTool):
         replace_all: bool = kwargs.get("replace_all", False)
         if not old:
             raise ToolError("old_text must not be empty; use write_file to create a file")
-        target = self._existing_file(path)
+        target = self._existing_file(self.fence(ctx), path)
         try:
             content = (await asyncio.to_thread(target.read_bytes)).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -303,7 +307,7 @@ class ListDirTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs.get("path") or "."
         recursive: bool = kwargs.get("recursive", False)
-        target = self.workspace.resolve(path)
+        target = self.fence(ctx).resolve(path)
         if not target.exists():
             raise ToolError(f"directory not found: {path}")
         if not target.is_dir():
@@ -365,15 +369,16 @@ class GlobTool(_WorkspaceTool):
             raise ToolError("pattern must not be empty")
         if pattern.startswith(("/", "~")):
             raise ToolError("pattern must be relative; put the base directory in 'path'")
-        base = self.workspace.resolve(path)
+        fence = self.fence(ctx)
+        base = fence.resolve(path)
         if not base.is_dir():
             raise ToolError(f"directory not found: {path}")
-        matches = await asyncio.to_thread(self._glob, base, pattern)
+        matches = await asyncio.to_thread(self._glob, fence, base, pattern)
         if not matches:
             return f"No files match '{pattern}' under '{path}'."
         return _capped_listing(matches, self.max_results, "matches")
 
-    def _glob(self, base: Path, pattern: str) -> list[str]:
+    def _glob(self, fence: Workspace, base: Path, pattern: str) -> list[str]:
         pattern = pattern.removeprefix("./").rstrip("/") or "*"
         matcher = wcglob.compile(pattern, flags=GLOB_FLAGS)
         segments = pattern.split("/")
@@ -391,7 +396,7 @@ class GlobTool(_WorkspaceTool):
                     continue
                 # Links are never walked into, so only a link itself may point outside.
                 entry = Path(dirpath) / name
-                if entry.is_symlink() and not self.workspace.allows(entry):
+                if entry.is_symlink() and not fence.allows(entry):
                     continue
                 matches.append(relpath + "/" if is_dir else relpath)
             if max_depth is not None and len(rel.parts) + 1 >= max_depth:

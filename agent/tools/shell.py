@@ -171,10 +171,12 @@ class ExecTool(Tool):
             logger.warning("exec refused %r: %s", command, reason)
             return f"Error: command refused by the safety policy: {reason}"
         await self.address_guard.check_command_urls(command)
-        cwd = self._working_dir(kwargs.get("working_dir"))
+        # The turn's user's folder, the only one of the host that the sandbox can write.
+        fence = ctx.workspace or self.workspace
+        cwd = self._working_dir(fence, kwargs.get("working_dir"))
         requested = kwargs.get("timeout") or self.timeout
         timeout = max(1, min(int(requested), self.max_timeout))
-        if not self.workspace.restrict:
+        if not fence.restrict:
             return await self._run(["/bin/sh", "-c", command], timeout, cwd=cwd, env=self.env)
         try:
             sandbox = await asyncio.to_thread(find_sandbox)
@@ -188,7 +190,7 @@ class ExecTool(Tool):
         try:
             launch = sandbox.prepare(
                 command,
-                workspace=self.workspace.root,
+                workspace=fence.root,
                 cwd=cwd,
                 cpu_seconds=timeout,
                 limits=self.limits,
@@ -212,12 +214,12 @@ class ExecTool(Tool):
             # milliseconds after the command's own end: the answer need not wait for that.
             _release_later(launch)
 
-    def _working_dir(self, working_dir: str | None) -> Path:
+    def _working_dir(self, fence: Workspace, working_dir: str | None) -> Path:
         if not working_dir:
             # A fresh workspace may not exist yet; the model expects to start in it.
-            self.workspace.root.mkdir(parents=True, exist_ok=True)
-            return self.workspace.root
-        cwd = self.workspace.resolve(working_dir)
+            fence.root.mkdir(parents=True, exist_ok=True)
+            return fence.root
+        cwd = fence.resolve(working_dir)
         if not cwd.is_dir():
             raise ToolError(f"working directory not found: {working_dir}")
         return cwd

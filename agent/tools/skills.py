@@ -35,7 +35,9 @@ class ReadSkillTool(Tool):
 
         name = kwargs["name"].strip()
         skills = await sync_to_async(offered_skills)(
-            workspace=self.workspace, environment=self.environment
+            workspace=self.workspace,
+            environment=self.environment,
+            folder=ctx.workspace.root if ctx.workspace is not None else None,
         )
         for skill in skills:
             if skill.name == name:

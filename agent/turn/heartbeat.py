@@ -1,39 +1,70 @@
-"""The heartbeat: now and then the agent looks at `<workspace>/HEARTBEAT.md` on its own.
+"""The heartbeat: now and then each user's agent looks at the `HEARTBEAT.md` of that
+user's own folder, on its own.
 
 A file with no open tasks (missing, empty, only headings, comments and ticked boxes) costs
-nothing: no turn, no model call. Otherwise a turn runs in the session `heartbeat`, without
-its history, and whatever it finds worth saying reaches the owner's latest web chat.
+nothing: no turn, no model call. Otherwise a turn runs as that user (never as anyone else:
+the file is theirs, and so are the memory and tools the turn gets) in their session
+`heartbeat`, without its history, and whatever it finds worth saying reaches their latest
+web chat.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 from agent import context
 from agent.conf import AgentSettings
+from agent.tools.guards.folders import user_folder
 from agent.turn import store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from skills_app.workspace import read_plain_file
 
 logger = logging.getLogger(__name__)
 
 FILE = "HEARTBEAT.md"
 SESSION_KEY = "heartbeat"
 FILE_CHARS = 20_000
+# The worker's task that runs one user's beat (a door; named, not imported).
+USER_BEAT_TASK = "agent.doors.worker.run_user_heartbeat"
 
 
-async def beat(conf: AgentSettings) -> str:
-    """One heartbeat; what came of it (`idle`, `skipped`, `quiet`, `delivered`, …)."""
-    tasks = _open_tasks(conf)
+def due_users(conf: AgentSettings) -> list[Any]:
+    """The active users whose own HEARTBEAT.md has open tasks. Reads the database and the
+    file system: call it from sync code (a worker's task, a command)."""
+    from django.contrib.auth import get_user_model
+
+    if (conf.workspace / FILE).exists():
+        logger.warning(
+            "%s in the workspace's root is no longer read: each user's heartbeat reads the "
+            "one in their own folder (users/<name>/%s); move it there",
+            conf.workspace / FILE,
+            FILE,
+        )
+    users = get_user_model().objects.filter(is_active=True).order_by("pk")
+    return [user for user in users if open_tasks(conf, user.get_username())]
+
+
+def open_tasks(conf: AgentSettings, username: str) -> str:
+    """The open tasks of the user's HEARTBEAT.md; empty when there are none."""
+    folder = user_folder(conf.workspace, username)
+    # The user's agent writes this file, and might leave a link there instead: it is read
+    # only if it stays inside their folder.
+    text = read_plain_file(folder / FILE, FILE_CHARS, inside=folder)
+    return context.open_tasks(text) if text else ""
+
+
+async def beat(conf: AgentSettings, user: Any) -> str:
+    """One heartbeat of `user`; what came of it (`idle`, `skipped`, `quiet`, `delivered`…)."""
+    tasks = await asyncio.to_thread(open_tasks, conf, user.get_username())
     if not tasks:
         return "idle"
     if not conf.model:
-        logger.warning("%s has open tasks but no model is configured", FILE)
+        logger.warning("%s of %s has open tasks but no model is configured", FILE, user)
         return "no model"
-    owner = await store.heartbeat_owner(conf.heartbeat_user)
-    if owner is None and conf.heartbeat_user:
-        logger.warning("AGENT_HEARTBEAT_USER %r is not an active user", conf.heartbeat_user)
-    session = await store.get_or_create_session(key=SESSION_KEY, owner=owner)
+    session = await store.get_or_create_session(key=SESSION_KEY, owner=user)
     run = await store.queue_run_unless_busy(
         session=session,
         channel=SESSION_KEY,
@@ -44,8 +75,8 @@ async def beat(conf: AgentSettings) -> str:
         return "skipped"  # the last heartbeat is still at work
     from agent.turn.service import run_recorded
 
-    target = await store.latest_session(owner=owner, channel="web")
-    result = await run_recorded(run, owner=owner, emit=GroupSink(session.pk), reply_to=target)
+    target = await store.latest_session(owner=user, channel="web")
+    result = await run_recorded(run, owner=user, emit=GroupSink(session.pk), reply_to=target)
     if result.delivered:  # the model sent its news itself, with the message tool
         return "delivered" if target is not None else "kept"
     text = result.text.strip()
@@ -53,20 +84,8 @@ async def beat(conf: AgentSettings) -> str:
         return "quiet" if result.success else result.status
     if target is None:
         logger.info(
-            "the heartbeat has news but %s has no web chat; it stays in %s", owner, SESSION_KEY
+            "the heartbeat has news but %s has no web chat; it stays in %s", user, SESSION_KEY
         )
         return "kept"
     await post(target, text)
     return "delivered"
-
-
-def _open_tasks(conf: AgentSettings) -> str:
-    path = conf.workspace / FILE
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")[:FILE_CHARS]
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        logger.warning("cannot read %s: %s", path, exc)
-        return ""
-    return context.open_tasks(text)

@@ -24,7 +24,8 @@ from agent.events import Emit, MessageEvent, ThinkingFinished, ThinkingStarted
 from agent.llm import LLM
 from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
-from agent.tools import ToolContext
+from agent.tools import GuardError, ToolContext, Workspace
+from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.turn import memory, store
 from agent.turn.cron import OwnerSchedules
 from agent.turn.delivery import Delivery
@@ -90,7 +91,10 @@ class TurnRunner:
         self.conf = conf
         self.log = MessageLog(session, run)
         self.profile = profile_for(run.channel)
+        self.owner = owner
         owner_id = owner.pk if owner else None
+        # Every turn of a user, whichever door or job started it, works in their folder.
+        self.folder = user_folder(conf.workspace, owner.get_username() if owner else None)
         self.delivery = Delivery(session, owner, emit, run_id=self.run_id, home=reply_to)
         self.ctx = ToolContext(
             session_key=session.key,
@@ -104,6 +108,7 @@ class TurnRunner:
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
             else None,
+            workspace=Workspace(self.folder, restrict=conf.restrict_to_workspace),
         )
         self.loop: AgentLoop | None = None
         # What the history cost of what a model call may send, once the turn has started.
@@ -174,6 +179,12 @@ class TurnRunner:
             logger.exception("could not queue the consolidation of %s", self.session.key)
 
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
+        owner = self.owner.get_username() if self.owner else None
+        try:
+            await asyncio.to_thread(make_user_folder, self.conf.workspace, owner)
+        except GuardError as exc:
+            logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
+            return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))
         registry = await turn_registry(self.conf)
         tools = registry.without(self.profile.hidden_tools).for_turn(self.ctx)
         llm = LLM(llm_config(self.conf, self.model))
@@ -202,14 +213,15 @@ class TurnRunner:
 
     async def _system_prompt(self, tool_names: list[str]) -> str:
         if self.profile.subagent:
-            return context.subagent_prompt(workspace=self.conf.workspace, tool_names=tool_names)
+            return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
         skills = await store.offered_skills(
-            workspace=self.conf.workspace, environment=self.conf.exec_env
+            workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
         )
         remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
         summary = await store.latest_summary(session_id=self.session.pk)
         return context.system_prompt(
             workspace=self.conf.workspace,
+            folder=self.folder,
             tool_names=tool_names,
             sections=[
                 *context.memory_sections(long_term=remembered, summary=summary),

@@ -79,14 +79,3 @@ def enqueue(func: str, *args: Any, task_name: str) -> None:
     from django_q.tasks import async_task  # the queue's client loads with its first job
 
     transaction.on_commit(lambda: async_task(func, *args, task_name=task_name))
-
-
-@on_db
-def heartbeat_owner(username: str) -> Any:
-    """Whom the heartbeat works for: the active user `username`, else the first superuser."""
-    from django.contrib.auth import get_user_model
-
-    users = get_user_model().objects.filter(is_active=True)
-    if username:
-        return users.filter(username=username).first()
-    return users.filter(is_superuser=True).order_by("pk").first()

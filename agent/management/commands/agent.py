@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.conf import agent_settings
 from agent.doors.terminal import PlainPrinter, RichPrinter
+from agent.management.accounts import account
 from agent.turn.errors import TurnError
-from agent.turn.service import run_turn
+from agent.turn.service import SessionRef, run_turn
 from agentsite.database import migrate_embedded
 
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
@@ -30,6 +31,11 @@ class Command(BaseCommand):
         parser.add_argument("-m", "--message", help="send one message, print the reply, exit")
         parser.add_argument("--session", default="cli:direct", help="session key (cli:direct)")
         parser.add_argument("--model", default=None, help="litellm model id for this run")
+        parser.add_argument(
+            "--user",
+            default=None,
+            help="the account to work as, in its own folder (default: the first superuser)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["verbosity"] < 2:
@@ -39,16 +45,17 @@ class Command(BaseCommand):
         note = migrate_embedded()
         if note and options["verbosity"]:
             self.stderr.write(note)
+        session = SessionRef(options["session"], owner=account(options["user"]))
         # One runner for the whole command: litellm's HTTP clients stay bound to one loop,
         # and Ctrl-C during a turn cancels that turn (recorded as cancelled), not the program.
         with asyncio.Runner() as runner:
             if options["message"] is not None:
-                self._one_shot(runner, options["message"], options["session"], options["model"])
+                self._one_shot(runner, options["message"], session, options["model"])
             else:
-                self._interactive(runner, options["session"], options["model"])
+                self._interactive(runner, session, options["model"])
 
     def _one_shot(
-        self, runner: asyncio.Runner, message: str, session: str, model: str | None
+        self, runner: asyncio.Runner, message: str, session: SessionRef, model: str | None
     ) -> None:
         printer = PlainPrinter(cast(TextIO, self.stdout._out), cast(TextIO, self.stderr._out))
         try:
@@ -65,14 +72,17 @@ class Command(BaseCommand):
         if not printer.streamed:
             self.stdout.write(result.text)
 
-    def _interactive(self, runner: asyncio.Runner, session: str, model: str | None) -> None:
+    def _interactive(self, runner: asyncio.Runner, session: SessionRef, model: str | None) -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console()
+        user = f" as [cyan]{escape(session.owner.get_username())}[/]" if session.owner else ""
         history = agent_settings().data_dir / "cli_history"
         _load_history(history)
         console.print(
-            f"[bold]agentsite[/] · session [cyan]{session}[/] · /help for commands, exit to leave"
+            f"[bold]agentsite[/] · session [cyan]{escape(session.key)}[/]{user} · "
+            "/help for commands, exit to leave"
         )
         while True:
             try:

@@ -1,0 +1,113 @@
+"""Each user's own folder in the workspace: `<workspace>/users/<username>/`.
+
+The folder's name is the username, escaped so that no account can name a folder outside
+`users/` or another account's: Django lets usernames be `.`, `..` and every letter of
+every script, and a row can be saved with anything at all. Letters, digits and `_@+-.`
+stay as they are (a leading dot does not); every other character, `%` itself included,
+becomes `%XX` for each of its UTF-8 bytes. That mapping is one-to-one, so two names that
+differ in any way get two folders. A name too long for a file system keeps its start and
+ends in `~` and a digest of the whole name (`~` is always escaped, so such a name is no
+other's either).
+
+Names differ by case here as usernames do: Django's own user model tells `Ada` from `ada`,
+and so do the file systems of the servers this runs on (not macOS's default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent.tools.guards.errors import GuardError
+
+logger = logging.getLogger(__name__)
+
+USERS = "users"
+# Turns of no account (sessions made before accounts owned everything, or by scripts): a
+# folder that no escaped username can be, since escaping never leaves a leading dot.
+OWNERLESS = ".ownerless"
+# Where the folder of a deleted account goes, so that a new account of the same name
+# starts empty and nothing of the old one is lost.
+RETIRED = ".deleted"
+# Bytes a folder name may take; most file systems allow 255.
+MAX_NAME_BYTES = 200
+_KEPT = re.compile(r"[A-Za-z0-9_@+.\-]")
+
+
+def folder_name(username: str) -> str:
+    """The escaped, one-to-one folder name of `username`."""
+    if not username:
+        raise ValueError("an account without a username has no folder")
+    escaped = "".join(
+        char
+        if _KEPT.fullmatch(char) and not (index == 0 and char == ".")
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for index, char in enumerate(username)
+    )
+    if len(escaped) <= MAX_NAME_BYTES:
+        return escaped
+    digest = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{escaped[: MAX_NAME_BYTES - 17]}~{digest}"
+
+
+def users_root(workspace: Path) -> Path:
+    return workspace / USERS
+
+
+def user_folder(workspace: Path, username: str | None) -> Path:
+    """Where the folder of the account `username` is (None: of turns that belong to no
+    account), whether or not it exists yet."""
+    name = folder_name(username) if username is not None else OWNERLESS
+    return workspace.resolve() / USERS / name
+
+
+def make_user_folder(workspace: Path, username: str | None) -> Path:
+    """`user_folder`, checked and made if it is new (open to the server's account only).
+
+    Raises GuardError when the folder, or `users/` itself, is a link that leads elsewhere
+    (made by hand, or by an agent of an earlier version, which wrote in the workspace's
+    root): a turn must not work in a folder that is not where it looks."""
+    folder = _checked(user_folder(workspace, username))
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return _checked(folder)
+
+
+def _checked(folder: Path) -> Path:
+    if folder.parent.resolve() != folder.parent or folder.resolve() != folder:
+        raise GuardError(
+            f"the folder {folder} leads elsewhere through a link; "
+            "an administrator must replace the link with a folder"
+        )
+    return folder
+
+
+def rename_user_folder(workspace: Path, old: str, new: str) -> Path | None:
+    """Give the folder of the account once called `old` its new name `new`; where it went,
+    or None when there was nothing to move. A folder already there under the new name
+    (a deleted account's that was not retired, or one made by hand) is retired first."""
+    source = _checked(user_folder(workspace, old))
+    target = _checked(user_folder(workspace, new))
+    if source == target or not source.exists():
+        return None
+    if target.exists():
+        retire_user_folder(workspace, new, reason="in the way of a renamed account")
+    source.rename(target)
+    logger.info("the folder %s is now %s", source, target)
+    return target
+
+
+def retire_user_folder(workspace: Path, username: str, *, reason: str = "deleted") -> Path | None:
+    """Move the account's folder aside, under `users/.deleted/`, dated; where it went."""
+    source = _checked(user_folder(workspace, username))
+    if not source.exists():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = users_root(workspace.resolve()) / RETIRED / f"{source.name}~{stamp}"
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.move(source, target)
+    logger.info("the folder %s (%s) is kept as %s", source, reason, target)
+    return target
