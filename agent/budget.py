@@ -39,8 +39,9 @@ def repair(history: list[LLMMessage]) -> list[LLMMessage]:
     """Drop what a provider would reject: results without a call, calls without results,
     and calls made twice.
 
-    A turn that crashed or was stopped mid-tool may have left the first two behind; a write
-    run again after the database's reply to it was lost, the third.
+    A turn that crashed or was stopped mid-tool may have left the first two behind. The third
+    no write makes any more (a run's messages are numbered and saved once each), but rows
+    saved twice before they were numbered are still in older sessions.
     """
     kept: list[LLMMessage] = []
     called: set[Any] = set()

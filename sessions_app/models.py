@@ -34,6 +34,10 @@ class Session(models.Model):
     last_consolidated = models.BigIntegerField(default=0)
     # Set while a consolidation of this session runs (a lease: a dead worker's expires).
     consolidating_until = models.DateTimeField(null=True, blank=True)
+    # The run whose turn started last, under the session's lock (a fencing token). A turn
+    # that lost the lock mid-way (its database connection was dropped) finds another run
+    # here once a second turn has started, and writes nothing more.
+    turn = models.UUIDField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -54,7 +58,12 @@ class Session(models.Model):
 
 
 class Message(models.Model):
-    """One message of a session, stored in full; `id` gives the stable order."""
+    """One message of a session, stored in full; `id` gives the stable order.
+
+    A run's messages are numbered in the order its turn produced them (`seq`, from 1), one
+    row per number: a write run again after its commit's reply was lost saves nothing twice.
+    Messages of no run (a delivered post) have no number.
+    """
 
     class Role(models.TextChoices):
         SYSTEM = "system"
@@ -73,13 +82,17 @@ class Message(models.Model):
     name = models.CharField(max_length=128, blank=True)
     reasoning_content = models.TextField(blank=True)
     usage = models.JSONField(null=True, blank=True)
+    seq = models.PositiveIntegerField(null=True, blank=True, editable=False)
     # Set by /new: the message stays on record but leaves the conversation.
     archived = models.BooleanField(default=False)
+    # The reply of a turn stopped while it was being written: what was said so far.
+    stopped = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["session", "archived", "id"])]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="message_seq_per_run")]
 
     def __str__(self) -> str:
         return f"{self.role}: {(self.content or '')[:60]}"

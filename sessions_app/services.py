@@ -3,6 +3,11 @@
 A session can be deleted while one of its turns runs (through the API, the admin, or with
 its owner). The writes a turn makes then raise `SessionDeleted` instead of an integrity
 error, and the run's last write quietly finds nothing to update.
+
+A turn that started under the session's lock is the session's current turn (`Session.turn`)
+until the next one starts. Its messages are saved only while it still is: one that lost the
+lock (its database connection was dropped) and was overtaken gets `TurnSuperseded`, so that
+two turns' messages never interleave.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -29,6 +34,10 @@ LOST_ERROR = "no worker started it; the one that took it may have stopped"
 
 class SessionDeleted(Exception):
     """The session was deleted while something was being written to it."""
+
+
+class TurnSuperseded(Exception):
+    """Another turn of the session started after this one, which must write nothing more."""
 
 
 def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
@@ -65,9 +74,21 @@ def _create(session: Session, table: type[Run] | type[Message], **fields: Any) -
         return table.objects.create(session=session, **fields)
 
 
-def _lock_session(session: Session) -> None:
-    if not Session.objects.select_for_update(no_key=True).filter(pk=session.pk).exists():
+def _lock_session(session: Session, *, turn: UUID | None = None) -> None:
+    """Lock the session's row until the transaction ends; with `turn`, check that this run
+    is still the session's current turn."""
+    locked = Session.objects.select_for_update(no_key=True).filter(pk=session.pk)
+    current = list(locked.values_list("turn", flat=True))
+    if not current:
         raise SessionDeleted(session.key)
+    if turn is not None and current[0] != turn:
+        raise TurnSuperseded(f"run {turn} of {session.key} was superseded by run {current[0]}")
+
+
+def _take_turn(session: Session, run: Run) -> None:
+    """Make `run` the session's current turn (see `_lock_session`)."""
+    Session.objects.filter(pk=session.pk).update(turn=run.pk)
+    session.turn = run.pk
 
 
 @transaction.atomic
@@ -84,6 +105,7 @@ def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run
         started=now,
         heartbeat=now,
     )
+    _take_turn(session, run)
     return run
 
 
@@ -132,13 +154,18 @@ def queue_subagent(*, parent: Session, task: str, label: str, model: str) -> Run
     return run
 
 
+@transaction.atomic
 def begin_run(*, run_id: UUID, model: str) -> Run | None:
-    """Move a queued run to running; None if it was cancelled (or taken) meanwhile."""
+    """Move a queued run to running, its session's current turn; None if it was cancelled
+    (or taken) meanwhile."""
     now = timezone.now()
     started = Run.objects.filter(
         pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
     ).update(status=Run.Status.RUNNING, started=now, heartbeat=now, model=model)
-    return Run.objects.select_related("session").filter(pk=run_id).first() if started else None
+    run = Run.objects.select_related("session").filter(pk=run_id).first() if started else None
+    if run is not None:
+        _take_turn(run.session, run)
+    return run
 
 
 @transaction.atomic
@@ -172,16 +199,36 @@ def add_message(
 Usage = dict[str, int] | None
 
 
-def add_messages(
-    *, session: Session, run: Run | None, messages: Sequence[tuple[dict[str, Any], Usage]]
-) -> None:
-    """Save `messages` (each with its model call's usage, if any) in order, in one
-    transaction and one statement: a turn's writes under load come in batches."""
+class NewMessage(NamedTuple):
+    """A message as a turn hands it over: with its model call's usage, if any, and its
+    number among the run's messages (`Message.seq`)."""
+
+    message: dict[str, Any]
+    usage: Usage = None
+    seq: int | None = None
+
+
+def add_messages(*, session: Session, run: Run | None, messages: Sequence[NewMessage]) -> None:
+    """Save `messages` in order, in one transaction and one statement: a turn's writes
+    under load come in batches.
+
+    A message whose number the run already has is not saved again: a write run again after
+    the reply to its commit was lost stores each message once. A run that is no longer its
+    session's current turn saves nothing (`TurnSuperseded`).
+    """
     with transaction.atomic(savepoint=False):
-        _lock_session(session)
+        _lock_session(session, turn=run.pk if run is not None else None)
         Message.objects.bulk_create(
-            Message(session=session, run=run, **_message_fields(message, usage))
-            for message, usage in messages
+            (
+                Message(
+                    session=session,
+                    run=run,
+                    seq=entry.seq if run is not None else None,
+                    **_message_fields(entry.message, entry.usage),
+                )
+                for entry in messages
+            ),
+            ignore_conflicts=True,
         )
 
 
@@ -194,6 +241,7 @@ def _message_fields(message: dict[str, Any], usage: Usage) -> dict[str, Any]:
         "name": message.get("name") or "",
         "reasoning_content": message.get("reasoning_content") or "",
         "usage": usage or None,
+        "stopped": bool(message.get("stopped")),
     }
 
 
@@ -208,11 +256,12 @@ def finish_run(
     tools_used: list[str] | None = None,
     usage: dict[str, int] | None = None,
     cost: float | None = None,
-    messages: Sequence[tuple[dict[str, Any], Usage]] = (),
+    messages: Sequence[NewMessage] = (),
 ) -> Run:
     """Record how the run ended, after saving its last `messages` in the same transaction.
     A run deleted meanwhile (with its session) stays deleted; its messages are not saved
-    (SessionDeleted)."""
+    (SessionDeleted). Nor are they if another turn of the session has started since
+    (TurnSuperseded), and the run is then left as it was."""
     if messages:
         add_messages(session=run.session, run=run, messages=messages)
     run.status = status

@@ -4,7 +4,8 @@ seconds at most, and succeeds with nothing it said lost; an error of a query its
 asked again.
 
 A proxy in front of PostgreSQL plays the database: it forwards connections, and when told
-to, drops the open ones and refuses (closes at once) new ones for a while."""
+to, drops the open ones and refuses (closes at once) new ones for a while, or lets a commit
+through and drops the connection before its reply reaches the client."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,7 +25,8 @@ from django.db import OperationalError, connection, connections
 
 from agent.turn.db import lanes, on_db
 from agent.turn.service import SessionRef, run_turn
-from sessions_app.models import Message, Run
+from sessions_app import selectors
+from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 from tests.test_faults import assert_valid_history
 
@@ -38,6 +41,18 @@ pytestmark = [
 ]
 
 
+# PostgreSQL's CommandComplete message for a COMMIT: tag, length, "COMMIT" and its NUL.
+COMMIT_REPLY = b"C\x00\x00\x00\x0bCOMMIT\x00"
+
+
+@dataclass
+class _Forwarded:
+    """One client connection and what its current transaction has sent so far."""
+
+    sent_tail: bytes = b""
+    wrote: bool = False
+
+
 class FlakyProxy:
     """A TCP proxy to `upstream` that can drop its connections and refuse new ones."""
 
@@ -47,6 +62,9 @@ class FlakyProxy:
         self.listener.settimeout(0.05)
         self.port: int = self.listener.getsockname()[1]
         self.refused = 0
+        self.lost_replies = 0
+        self._lose_after: bytes | None = None
+        self._then_refuse_for = 0.0
         self._refusing_until = 0.0
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -61,6 +79,14 @@ class FlakyProxy:
             gone, self._open = self._open, set()
         for sock in gone:
             _close(sock)
+
+    def lose_commit_reply(self, *, after: bytes, then_refuse_for: float = 0.0) -> None:
+        """Once: the first transaction to send `after` (a statement's beginning) commits,
+        and its connection is dropped before the reply to the commit reaches the client,
+        which cannot tell whether the commit happened. With `then_refuse_for`, the other
+        connections go too and new ones are refused for that long, as in a restart."""
+        self._lose_after = after
+        self._then_refuse_for = then_refuse_for
 
     @property
     def refusing(self) -> bool:
@@ -91,17 +117,47 @@ class FlakyProxy:
             client.settimeout(None)
             with self._lock:
                 self._open.update((client, server))
+            forwarded = _Forwarded()
             for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+                threading.Thread(
+                    target=self._pump,
+                    args=(source, target, forwarded, source is client),
+                    daemon=True,
+                ).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+    def _pump(
+        self, source: socket.socket, target: socket.socket, forwarded: _Forwarded, up: bool
+    ) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                if self._loses(data, forwarded, up=up):
+                    break
                 target.sendall(data)
         with self._lock:
             self._open.difference_update((source, target))
         _close(source)
         _close(target)
+
+    def _loses(self, data: bytes, forwarded: _Forwarded, *, up: bool) -> bool:
+        """Whether `data` is the reply to the commit to lose (it is then not forwarded)."""
+        after = self._lose_after
+        if after is None:
+            return False
+        if up:
+            # Before the data goes on: the server's reply cannot overtake the mark.
+            forwarded.wrote = forwarded.wrote or after in forwarded.sent_tail + data
+            forwarded.sent_tail = data[-len(after) :]
+            return False
+        if not (forwarded.wrote and COMMIT_REPLY in data):
+            return False
+        with self._lock:
+            if self._lose_after is None:
+                return False
+            self._lose_after = None
+            self.lost_replies += 1
+        if self._then_refuse_for:
+            self.refuse_for(self._then_refuse_for)
+        return True
 
 
 def _close(sock: socket.socket) -> None:
@@ -146,8 +202,16 @@ def _run(run_id: Any) -> Run:
     return Run.objects.get(pk=run_id)
 
 
+def _shown(key: str) -> list[str]:
+    # What the page shows of the conversation.
+    connections.close_all()
+    session = Session.objects.get(key=key)
+    return [row["role"] for row in selectors.messages_for_display(session=session)]
+
+
 saved = sync_to_async(_saved)
 get_run = sync_to_async(_run)
+shown = sync_to_async(_shown)
 
 
 async def test_a_turn_started_while_postgresql_refuses_connections_waits_for_it(
@@ -203,6 +267,34 @@ async def test_postgresql_refusing_connections_mid_turn_loses_nothing(
     again = await run_turn(SessionRef("web:db2", ada), "and now?", channel="web")
     assert again.success and again.text == "Still here."
     assert_valid_history(llm.requests[-1])
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["dropped", "restarting"])
+@pytest.mark.parametrize(
+    "statement",
+    [b'INSERT INTO "sessions_app_message"', b'UPDATE "sessions_app_run" SET "status"'],
+    ids=["first-messages", "run-ending"],
+)
+async def test_a_write_whose_commit_went_through_unanswered_saves_each_message_once(
+    flaky_database: FlakyProxy, llm: ScriptedLLM, ada: User, statement: bytes, restart: bool
+) -> None:
+    # The connection dies between the commit and its reply (alone, or with the database
+    # restarting): the write is made again on a new connection, not knowing that the first
+    # one went through.
+    llm.tool_call("list_dir", {"path": "."})
+    llm.reply("Nothing in there.")
+    flaky_database.lose_commit_reply(after=statement, then_refuse_for=0.5 if restart else 0.0)
+
+    result = await run_turn(SessionRef("web:db3", ada), "what is there?", channel="web")
+
+    assert flaky_database.lost_replies == 1, "no commit's reply was lost"
+    assert result.success, result.text
+    messages = await saved("web:db3")
+    assert [role for role, _ in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[-1] == ("assistant", "Nothing in there.")
+    assert await shown("web:db3") == ["user", "assistant", "tool", "assistant"]
+    run = await get_run(result.run_id)
+    assert run.status == "succeeded"
 
 
 def _cancelled_query() -> None:

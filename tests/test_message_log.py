@@ -12,7 +12,7 @@ from agent.turn import store
 from agent.turn.message_log import MessageLog
 from sessions_app import services
 from sessions_app.models import Message, Run, Session
-from sessions_app.services import SessionDeleted
+from sessions_app.services import NewMessage, SessionDeleted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +76,7 @@ async def test_the_answer_is_held_for_the_runs_ending() -> None:
     await log.add(result(0), None)
     await log.add({"role": "assistant", "content": "done"}, {"total_tokens": 3})
     held = await log.held()
-    assert held == [({"role": "assistant", "content": "done"}, {"total_tokens": 3})]
+    assert held == [NewMessage({"role": "assistant", "content": "done"}, {"total_tokens": 3}, 2)]
     assert await saved_contents() == ["m0"]
     await sync_to_async(services.finish_run)(
         run=run, status="succeeded", text="done", messages=held
@@ -120,3 +120,55 @@ async def test_a_stop_during_flush_does_not_lose_the_write() -> None:
         await flushing
     await log.flush()
     assert await saved_contents() == [f"m{index}" for index in range(10)]
+
+
+@sync_to_async
+def numbered() -> list[tuple[str | None, int | None]]:
+    return list(Message.objects.order_by("id").values_list("content", "seq"))
+
+
+async def test_a_runs_messages_are_numbered_from_its_first_in_the_order_handed_over() -> None:
+    session, run = await new_run()
+    log = MessageLog(session, run)
+    await log.add({"role": "user", "content": "hi"}, None)
+    for index in range(3):
+        await log.add(result(index), None)
+    await log.add({"role": "assistant", "content": "done"}, None)
+    await sync_to_async(services.finish_run)(
+        run=run, status="succeeded", text="done", messages=await log.held()
+    )
+    assert await numbered() == [("hi", 1), ("m0", 2), ("m1", 3), ("m2", 4), ("done", 5)]
+
+
+@sync_to_async
+def write_twice(batch: list[NewMessage]) -> None:
+    session = services.get_or_create_session(key="cli:log", owner=None)
+    run = services.start_run(session=session, channel="cli", prompt="p", model="m")
+    # As `agent.turn.db` runs a write again when its connection died before the reply to
+    # its commit came: the first write went through.
+    services.add_messages(session=session, run=run, messages=batch)
+    services.add_messages(session=session, run=run, messages=batch)
+    services.finish_run(run=run, status="succeeded", text="done", messages=batch[-1:])
+
+
+async def test_a_batch_written_twice_is_saved_once() -> None:
+    batch = [
+        NewMessage({"role": "user", "content": "hi"}, None, 1),
+        NewMessage(result(0), None, 2),
+        NewMessage({"role": "assistant", "content": "done"}, {"total_tokens": 3}, 3),
+    ]
+    await write_twice(batch)
+    assert await numbered() == [("hi", 1), ("m0", 2), ("done", 3)]
+
+
+@sync_to_async
+def post_twice() -> None:
+    session = services.get_or_create_session(key="cli:log", owner=None)
+    post = NewMessage({"role": "assistant", "content": "a post"})
+    services.add_messages(session=session, run=None, messages=[post])
+    services.add_messages(session=session, run=None, messages=[post])
+
+
+async def test_messages_of_no_run_have_no_number_and_are_each_saved() -> None:
+    await post_twice()
+    assert await numbered() == [("a post", None), ("a post", None)]

@@ -9,12 +9,15 @@ least busy lane first.
 
 A call made under `async_to_sync` from a sync thread (a view, a worker's task) stays in
 that thread, as asgiref would keep it: it must see what that thread's open transaction
-has written.
+has written. A task that outlives such a call (the process's run watcher, say, which a
+task run from an API request may be the first to need) must not carry that thread along:
+it starts in `detached_context()`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import threading
@@ -102,8 +105,8 @@ def _call(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -
                 # A connection that died while idle (the database restarted) fails the first
                 # call that uses it. Once more on a new connection: a call's writes are one
                 # statement or one transaction, which the dead connection took back. (Unless
-                # it died between the commit and its reply: then a turn's messages are saved
-                # twice, which the history sent to the model leaves out: `budget.repair`.)
+                # it died between the commit and its reply: a run's messages are numbered,
+                # `Message.seq`, so that a write made again saves none of them twice.)
                 replaced = True
                 logger.info("the database connection had gone; %s runs again", fn.__qualname__)
             else:
@@ -147,8 +150,20 @@ def on_db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 def under_sync_caller() -> bool:
     """Whether this async code runs under `async_to_sync` from a sync thread (a view, a
-    worker's task), whose loop and connections end with the call."""
+    worker's task), whose connections end with the call, or on a loop that `async_to_sync`
+    made for such a call (a worker's), which ends with it."""
     return bool(
         getattr(AsyncToSync.executors, "current", None)
         or SyncToAsync.thread_sensitive_context.get(None)
+        or asyncio.get_running_loop() in AsyncToSync.loop_thread_executors
     )
+
+
+def detached_context() -> contextvars.Context:
+    """The context for a task that outlives the code starting it and serves others: the
+    process's watcher, relay reader. A task copies its starter's context, and with it the
+    thread of a sync caller (a view's `async_to_sync` on the server's loop), where asgiref
+    sends every database call of that context; that thread stops waiting for work when
+    the view returns, and each call after that fails ("CurrentThreadExecutor already quit
+    or is broken"). Started empty, such a task's calls go where any socket's go."""
+    return contextvars.Context()

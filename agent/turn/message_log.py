@@ -7,8 +7,11 @@ counts. The writer is not the turn's task, so a stopped turn's writes still fini
 
 The model's plain answer ends the loop, so it is held and saved with the run's ending in
 one transaction (`held`, then `finish_run`). A write that fails (the session was deleted
-meanwhile) fails every write after it, and the turn learns of it at its next message or at
-`flush`.
+meanwhile, or another turn of it started) fails every write after it, and the turn learns
+of it at its next message or at `flush`.
+
+Each message is numbered as it is handed over, from 1 for the run's first: a batch written
+again (its first write's commit went through but the reply was lost) is saved once.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from typing import Any
 
 from agent.turn import store
 from sessions_app.models import Run, Session
+from sessions_app.services import NewMessage
 
-Entry = tuple[dict[str, Any], dict[str, int] | None]
+Entry = NewMessage
 
 # Writers still under way; the event loop keeps only weak references to tasks.
 _writing: set[asyncio.Task[None]] = set()
@@ -31,12 +35,14 @@ class MessageLog:
         self.run = run
         self.pending: list[Entry] = []
         self.writer: asyncio.Task[None] | None = None
+        self.handed_over = 0
 
     async def add(self, message: dict[str, Any], usage: dict[str, int] | None) -> None:
         """Hand `message` over for saving; raise what an earlier write failed with."""
         if self.writer is not None and self.writer.done():
             self.writer.result()
-        self.pending.append((message, usage))
+        self.handed_over += 1
+        self.pending.append(Entry(message, usage, self.handed_over))
         if _ends_the_loop(message):
             return
         if self.writer is None or self.writer.done():
@@ -51,7 +57,7 @@ class MessageLog:
     def _next_batch(self) -> list[Entry]:
         # Everything handed over, but the answer that ends the loop: it waits for `held`.
         end = len(self.pending)
-        if end and _ends_the_loop(self.pending[-1][0]):
+        if end and _ends_the_loop(self.pending[-1].message):
             end -= 1
         batch, self.pending = self.pending[:end], self.pending[end:]
         return batch

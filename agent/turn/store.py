@@ -7,9 +7,12 @@ plain async code.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from agent.turn.db import on_db
 from cron_app import selectors as job_selectors
@@ -19,11 +22,34 @@ from sessions_app import memory as memories
 from sessions_app import selectors, services
 from skills_app import selectors as skill_selectors
 
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def repeatable(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`on_db(fn)` for a write that saves nothing twice however often it is made (a run's
+    numbered messages): made once more when the database connection fails under it, which
+    it may do after the commit went through as well as before."""
+    once = on_db(fn)
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await once(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            logger.info("%s failed on a lost connection; it is made again", fn.__qualname__)
+            return await once(*args, **kwargs)
+
+    return call
+
+
 get_or_create_session = on_db(services.get_or_create_session)
 start_run = on_db(services.start_run)
 add_message = on_db(services.add_message)
-add_messages = on_db(services.add_messages)
-finish_run = on_db(services.finish_run)
+add_messages = repeatable(services.add_messages)
+finish_run = repeatable(services.finish_run)
 set_session_model = on_db(services.set_session_model)
 archive_messages = on_db(services.archive_messages)
 recent_messages = on_db(selectors.recent_messages)

@@ -1,0 +1,89 @@
+"""A turn's writes are fenced: only the session's current turn (the one that started last,
+under the session's lock) saves messages. A turn that lost its lock and was overtaken by a
+second one is refused, so that two turns' messages never interleave."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app import services
+from sessions_app.models import Message, Run, Session
+from sessions_app.services import NewMessage, TurnSuperseded
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _session() -> Session:
+    return services.get_or_create_session(key="cli:fenced", owner=None)
+
+
+def _start(session: Session, prompt: str) -> Run:
+    return services.start_run(session=session, channel="cli", prompt=prompt, model="m")
+
+
+def _said(text: str, seq: int) -> NewMessage:
+    return NewMessage({"role": "assistant", "content": text}, None, seq)
+
+
+def test_starting_a_run_makes_it_the_sessions_current_turn() -> None:
+    session = _session()
+    first = _start(session, "one")
+    assert Session.objects.get(pk=session.pk).turn == first.pk
+    second = _start(session, "two")
+    assert Session.objects.get(pk=session.pk).turn == second.pk
+
+
+def test_a_superseded_turn_saves_no_message_and_its_successor_does() -> None:
+    session = _session()
+    first = _start(session, "one")
+    services.add_messages(session=session, run=first, messages=[_said("first, early", 1)])
+    second = _start(session, "two")
+
+    with pytest.raises(TurnSuperseded):
+        services.add_messages(session=session, run=first, messages=[_said("first, late", 2)])
+    services.add_messages(session=session, run=second, messages=[_said("second", 1)])
+
+    assert list(Message.objects.order_by("id").values_list("content", flat=True)) == [
+        "first, early",
+        "second",
+    ]
+
+
+def test_a_superseded_turns_ending_saves_nothing_and_leaves_the_run_as_it_was() -> None:
+    session = _session()
+    first = _start(session, "one")
+    _start(session, "two")
+
+    with pytest.raises(TurnSuperseded):
+        services.finish_run(run=first, status="succeeded", text="late", messages=[_said("late", 1)])
+
+    assert not Message.objects.exists()
+    assert Run.objects.get(pk=first.pk).status == Run.Status.RUNNING
+    # Its record can still be closed, with nothing more said.
+    services.finish_run(run=first, status="failed", text="overtaken")
+    assert Run.objects.get(pk=first.pk).status == Run.Status.FAILED
+
+
+def test_a_queued_run_becomes_the_current_turn_when_it_begins() -> None:
+    session = _session()
+    running = _start(session, "one")
+    queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
+    assert Session.objects.get(pk=session.pk).turn == running.pk
+
+    begun = services.begin_run(run_id=queued.pk, model="m")
+
+    assert begun is not None
+    assert Session.objects.get(pk=session.pk).turn == queued.pk
+    with pytest.raises(TurnSuperseded):
+        services.add_messages(session=session, run=running, messages=[_said("late", 1)])
+    services.add_messages(session=session, run=begun, messages=[_said("queued", 1)])
+
+
+def test_a_cancelled_queued_run_takes_no_turn() -> None:
+    session = _session()
+    running = _start(session, "one")
+    queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
+    services.cancel_run(run_id=queued.pk)
+
+    assert services.begin_run(run_id=queued.pk, model="m") is None
+    assert Session.objects.get(pk=session.pk).turn == running.pk
