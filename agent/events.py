@@ -57,6 +57,8 @@ class StreamEnd(Event):
     msg_id: str
     # Set when a retry threw the streamed text away: it is not part of the saved reply.
     discarded: bool | None = None
+    # Set when /stop cut the reply short: the text so far is kept, and saved as stopped.
+    stopped: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ class AgentLoop:
             result.iterations += 1
             messages = await self.budget.fit(system, history, turn)
             try:
-                response = await self._call_model(messages)
+                response = await self._call_model(turn, messages)
             except LLMError as error:
                 if error.kind == "context_overflow" and not compressed:
                     # The count was off for this model: look at the window again, send at
@@ -130,7 +130,7 @@ class AgentLoop:
         await self._record(turn, {"role": "assistant", "content": result.text}, None)
         return result
 
-    async def _call_model(self, messages: list[LLMMessage]) -> LLMResponse:
+    async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
         stream = _StreamEvents(self.emit)
         try:
             response = await self.llm.stream(
@@ -140,6 +140,16 @@ class AgentLoop:
                 on_reasoning=stream.reasoning,
                 on_retry=stream.retry,
             )
+        except asyncio.CancelledError:
+            # Stopped mid-reply: what the person already read stays, in the history and in
+            # the model's next call, marked as cut short.
+            said = stream.said()
+            await stream.end(stopped=bool(said.strip()))
+            if said.strip():
+                await self._record(
+                    turn, {"role": "assistant", "content": said, "stopped": True}, None
+                )
+            raise
         except BaseException:
             await stream.end(discarded=True)
             raise
@@ -210,12 +220,20 @@ class _StreamEvents:
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
         self.msg_id = ""
+        # The text of the current message so far.
+        self.parts: list[str] = []
 
     async def text(self, delta: str) -> None:
         if not self.msg_id:
             self.msg_id = uuid.uuid4().hex
+            self.parts = []
             await self.emit(StreamStart(msg_id=self.msg_id))
+        self.parts.append(delta)
         await self.emit(StreamChunk(msg_id=self.msg_id, content=delta))
+
+    def said(self) -> str:
+        """The text streamed of the current message, which the person has been shown."""
+        return "".join(self.parts) if self.msg_id else ""
 
     async def reasoning(self, delta: str) -> None:
         await self.emit(Thinking(content=delta))
@@ -226,9 +244,15 @@ class _StreamEvents:
             Thinking(content=f"The model call failed ({error}); retry {attempt} in {delay:.0f}s.")
         )
 
-    async def end(self, *, discarded: bool = False) -> None:
+    async def end(self, *, discarded: bool = False, stopped: bool = False) -> None:
         if self.msg_id:
-            await self.emit(StreamEnd(msg_id=self.msg_id, discarded=True if discarded else None))
+            await self.emit(
+                StreamEnd(
+                    msg_id=self.msg_id,
+                    discarded=True if discarded else None,
+                    stopped=True if stopped else None,
+                )
+            )
             self.msg_id = ""
 
 

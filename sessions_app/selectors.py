@@ -108,6 +108,7 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
             "tool_calls": row.tool_calls,
             "tool_call_id": row.tool_call_id or None,
             "name": row.name or None,
+            "stopped": row.stopped,
             "created": row.created.isoformat(),
         }
         for row in reversed(rows)

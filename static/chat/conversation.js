@@ -161,7 +161,7 @@ export class Conversation {
     this.follow();
   }
 
-  streamEnd(msgId, discarded) {
+  streamEnd(msgId, discarded, stopped = false) {
     const record = this.streams.get(msgId);
     if (!record) return;
     this.streams.delete(msgId);
@@ -174,6 +174,7 @@ export class Conversation {
     }
     renderMarkdown(record.body, record.text);
     record.node.classList.remove("streaming");
+    if (stopped) markStopped(record.node);
     this.streamed.push({ runId: record.runId, text: norm(record.text), claimed: Boolean(record.claimed) });
     if (this.streamed.length > 50) this.streamed.shift();
     this.follow();
@@ -297,7 +298,11 @@ export class Conversation {
       this.addUser(contentText(m.content));
     } else if (role === "assistant") {
       const text = contentText(m.content);
-      if (text.trim()) this.addAssistant(text).node.dataset.id = m.id ?? "";
+      if (text.trim()) {
+        const { node } = this.addAssistant(text);
+        node.dataset.id = m.id ?? "";
+        if (m.stopped) markStopped(node);
+      }
       for (const call of m.tool_calls || []) {
         const fn = call.function || {};
         this.toolCall(call.id, fn.name || call.name, fn.arguments ?? call.arguments);
@@ -348,4 +353,12 @@ export class Conversation {
     this.dom.thinkingNote.textContent = note.trim();
     this.dom.thinkingNote.hidden = !note.trim();
   }
+}
+
+/** A reply cut short by /stop keeps what it said, with a mark that it stopped there. */
+function markStopped(node) {
+  node.classList.add("stopped");
+  node.dataset.stopped = "true";
+  const actions = node.querySelector(".msg-actions");
+  node.insertBefore(el("div", { class: "msg-stopped", text: "stopped" }), actions);
 }

@@ -34,7 +34,7 @@ export class Frames {
         conv.streamChunk(f.msg_id, typeof f.content === "string" ? f.content : contentText(f.content));
         break;
       case "stream_end":
-        conv.streamEnd(f.msg_id, Boolean(f.discarded));
+        conv.streamEnd(f.msg_id, Boolean(f.discarded), Boolean(f.stopped));
         break;
       case "thinking":
         conv.setNote(contentText(f.content), this.last === "thinking");

@@ -34,10 +34,12 @@ class MessageOut(serializers.ModelSerializer):
             "reasoning_content",
             "usage",
             "archived",
+            "stopped",
             "created",
         ]
         extra_kwargs = {
-            "archived": {"help_text": "Taken out of the conversation by `/new`, kept on record."}
+            "archived": {"help_text": "Taken out of the conversation by `/new`, kept on record."},
+            "stopped": {"help_text": "A reply cut short by /stop: the text said until then."},
         }
 
 
