@@ -21,6 +21,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from agent.turn import store
+from agent.turn.db import detached_context
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,10 @@ class RelayReader:
     def listen(self) -> Callable[[], None]:
         self.listeners += 1
         if self.task is None or self.task.done():
-            self.task = asyncio.create_task(self._read(), name="relay-reader")
+            # Serves every socket of the loop, not the one that started it.
+            self.task = asyncio.create_task(
+                self._read(), name="relay-reader", context=detached_context()
+            )
 
         def stop() -> None:
             self.listeners -= 1

@@ -21,6 +21,7 @@ from uuid import UUID
 from channels.layers import get_channel_layer
 
 from agent.turn import store
+from agent.turn.db import detached_context
 from sessions_app.models import HEARTBEAT_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,12 @@ STOP = "run.stop"
 
 class RunWatcher:
     """The turns of one event loop, the task that polls for them, and the one that listens
-    for their stops."""
+    for their stops.
+
+    Its tasks serve every turn of the loop, not the one that started them: they start in a
+    context of their own (`detached_context`), or a task run from an API request would
+    leave them its view's thread, which is gone once the request is answered.
+    """
 
     def __init__(self) -> None:
         self.turns: dict[UUID, asyncio.Task[Any]] = {}
@@ -45,12 +51,16 @@ class RunWatcher:
     def watch(self, run_id: UUID, turn: asyncio.Task[Any]) -> Callable[[], None]:
         self.turns[run_id] = turn
         if self.poller is None or self.poller.done():
-            self.poller = asyncio.create_task(self._poll(), name="run-watcher")
+            self.poller = asyncio.create_task(
+                self._poll(), name="run-watcher", context=detached_context()
+            )
         layer = get_channel_layer()
         if layer is not None:
             if self.listener is None or self.listener.done():
                 self.channel = asyncio.get_running_loop().create_future()
-                self.listener = asyncio.create_task(self._listen(layer), name="stop-listener")
+                self.listener = asyncio.create_task(
+                    self._listen(layer), name="stop-listener", context=detached_context()
+                )
             self._chore(self._subscribe(layer, run_id, add=True))
 
         def unwatch() -> None:
@@ -66,7 +76,7 @@ class RunWatcher:
         return turn
 
     def _chore(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
+        task = asyncio.create_task(work, context=detached_context())
         self.chores.add(task)
         task.add_done_callback(self.chores.discard)
 
