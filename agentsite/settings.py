@@ -77,6 +77,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "agentsite.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -147,6 +148,27 @@ STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else 
 # WhiteNoise serves static files from where the finders find them: the site runs as one
 # daphne process with no web server in front, and needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
+
+# Content-Security-Policy on every response (django-csp; `agentsite.csp` adds the chat's
+# WebSocket origin to connect-src). Scripts, styles, images and fonts come from the site
+# itself, images also as `data:` URLs, and no page needs an inline script, event handler or
+# style. A page the model's text gets into can then neither run a script nor make the
+# browser fetch a remote address: an image in a prompt-injected answer would otherwise send
+# whatever its URL carries to that address, with no click.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"

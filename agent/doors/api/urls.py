@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import URLPattern, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agent.doors.api import cron, mcp, memory, skills, views
 from agent.doors.api.errors import not_found
@@ -39,7 +39,9 @@ urlpatterns = [
     *route("mcp-servers", mcp.McpServerList.as_view(), "mcp-server-list"),
     *route("mcp-servers/<slug:name>", mcp.McpServerDetail.as_view(), "mcp-server-detail"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
-    *route("docs", SpectacularSwaggerView.as_view(url_name="schema"), "docs"),
+    # The page's script as a file of its own (`?script`), since the Content-Security-Policy
+    # refuses inline scripts.
+    *route("docs", SpectacularSwaggerSplitView.as_view(url_name="schema"), "docs"),
     # Last: without it an unknown path falls through to the site's 404 handler.
     re_path(r"", not_found, name="not-found"),
 ]
