@@ -80,7 +80,7 @@ def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Pa
     expect(answer).to_contain_text("Done: hello.txt now says Hello World.")
     expect(answer.locator("strong")).to_have_text("hello.txt")
     expect(page.locator("#thinking")).to_be_hidden()
-    assert (workspace / "hello.txt").read_text() == "Hello World"
+    assert (workspace / "users" / USERNAME / "hello.txt").read_text() == "Hello World"
     # The chat takes its title from the first message, in the list and the header.
     expect(page.locator("#session-list li")).to_contain_text("create hello.txt")
     expect(page.locator("#chat-title")).to_have_text("create hello.txt")
