@@ -1,6 +1,6 @@
-"""Cron jobs in the admin. Every write goes through the model's rules and keeps the job's
-django-q2 schedule in step: a save re-plans `next_run` when the timing changed (the
-`post_save` signal then moves the schedule), the actions go through the services."""
+"""Cron jobs in the admin. Every write goes through the model's rules (a job needs an owner:
+the admin who adds one, unless another is picked): a save re-plans `next_run` when the
+timing changed, which the dispatchers then keep to; the actions go through the services."""
 
 from __future__ import annotations
 
@@ -56,6 +56,11 @@ class CronJobAdmin(admin.ModelAdmin):
     @admin.display(description="schedule")
     def schedule(self, obj: CronJob) -> str:
         return obj.describe()
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        initial.setdefault("owner", str(request.user.pk))
+        return initial
 
     def save_model(self, request: HttpRequest, obj: CronJob, form: Any, change: bool) -> None:
         # The form has run the model's `full_clean` already; what the services would add is

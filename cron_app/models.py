@@ -12,11 +12,13 @@ from django.utils import timezone
 
 from cron_app import timing
 
+OWNER_NEEDED = "a cron job needs an owner: its runs are that user's turns"
+
 
 class CronJob(models.Model):
     """Runs `message` as a turn of session `cron:<id>` and delivers the answer to `session`
-    (a key in the owner's key space). Each enabled job is backed by a django-q2 schedule
-    that fires at `next_run` (`cron_app.signals`)."""
+    (a key in the owner's key space). Each worker's dispatcher (`cron_app.dispatch`) starts
+    an enabled job at `next_run`."""
 
     class Kind(models.TextChoices):
         EVERY = timing.EVERY, "every N seconds"
@@ -29,12 +31,13 @@ class CronJob(models.Model):
         CANCELLED = "cancelled"
         SKIPPED = "skipped"
 
+    # Required: a job's turns run as its owner, in the owner's sessions; without one its
+    # answers would land in sessions no one can open.
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
         on_delete=models.CASCADE,
         related_name="cron_jobs",
+        error_messages={"null": OWNER_NEEDED, "blank": OWNER_NEEDED},
     )
     name = models.CharField(max_length=200)
     message = models.TextField(help_text="What the agent is asked each time the job runs.")
@@ -52,8 +55,9 @@ class CronJob(models.Model):
     last_run = models.DateTimeField(null=True, blank=True)
     last_status = models.CharField(max_length=16, choices=Status.choices, blank=True)
     last_error = models.TextField(blank=True)
-    # When its schedule fires next; empty while disabled or when it will not run again.
-    next_run = models.DateTimeField(null=True, blank=True)
+    # When it runs next; empty while disabled or when it will not run again. Indexed: the
+    # dispatchers look for the earliest every second.
+    next_run = models.DateTimeField(null=True, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

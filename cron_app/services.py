@@ -1,7 +1,9 @@
-"""Writes to cron jobs and to the worker's schedules (django-q2's `Schedule` rows)."""
+"""Writes to cron jobs, to the worker's own schedules (django-q2's `Schedule` rows), and the
+claim that starts a due job exactly once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -9,8 +11,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from cron_app import timing
 from cron_app.models import SCHEDULE_FIELDS, CronJob
-from cron_app.schedules import RUN_TASK
+
+# The worker's task that runs a job (a door; named, not imported, so the data stays below).
+RUN_TASK = "agent.doors.worker.run_cron_job"
 
 
 def ensure_schedule(
@@ -36,15 +41,14 @@ def drop_schedule(*, name: str) -> None:
 
 @transaction.atomic
 def create_job(*, owner: User | None = None, owner_id: int | None = None, **fields: Any) -> CronJob:
-    """A new job, validated (`ValidationError` names the field) and scheduled."""
-    job = (
-        CronJob(owner=owner, **fields)
-        if owner is not None
-        else CronJob(owner_id=owner_id, **fields)
-    )
+    """A new job, validated (`ValidationError` names the field, the owner too: a job needs
+    one) and planned."""
+    # Either given, or neither: then `full_clean` refuses the job for want of an owner.
+    whose: dict[str, Any] = {"owner": owner} if owner is not None else {"owner_id": owner_id}
+    job = CronJob(**whose, **fields)
     if not job.name:
         job.name = job.message[:60].strip() or "cron job"
-    job.full_clean(exclude=["owner"])
+    job.full_clean()
     job.plan(timezone.now())
     job.save()
     return job
@@ -57,7 +61,7 @@ def update_job(*, job: CronJob, **fields: Any) -> CronJob:
     changed = {name for name, value in fields.items() if getattr(job, name) != value}
     for name, value in fields.items():
         setattr(job, name, value)
-    job.full_clean(exclude=["owner"])
+    job.full_clean()
     if SCHEDULE_FIELDS & changed:
         job.plan(timezone.now())
     job.save()
@@ -74,19 +78,49 @@ def delete_job(*, job: CronJob) -> None:
     job.delete()
 
 
-def rearm(*, job_id: int, due: datetime | None) -> CronJob | None:
-    """Plan the run after the one due at `due`, which has just fired; a one-off job is
-    disabled (kept, with its last run, for the record). None if the job is gone."""
-    with transaction.atomic():
-        job = CronJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None:
-            return None
-        now = timezone.now()
-        if job.kind == CronJob.Kind.AT:
-            job.enabled = False
-        job.plan_after(due or now, now)
-        job.save(update_fields=["enabled", "next_run", "updated"])
-        return job
+@dataclass(frozen=True)
+class Claim:
+    """A run of job `job_id` that was due at `due`, taken; the job now runs next at
+    `following` (None: not again) and is `enabled` or not."""
+
+    job_id: int
+    due: datetime
+    following: datetime | None
+    enabled: bool
+
+
+def claim(*, job: CronJob, now: datetime) -> Claim | None:
+    """Take the run of `job` due at its `next_run` (as read) and plan the one after, in one
+    conditional UPDATE: of any number of dispatchers that try at once, one gets the claim,
+    the others None, as does a job changed or taken since it was read. A one-off job is
+    disabled (kept, with its last run, for the record)."""
+    if job.next_run is None:
+        return None
+    taken = Claim(
+        job_id=job.pk,
+        due=job.next_run,
+        following=timing.following(
+            kind=job.kind,
+            every_seconds=job.every_seconds,
+            cron_expr=job.cron_expr,
+            tz=job.tz,
+            due=job.next_run,
+            now=now,
+        ),
+        enabled=job.kind != CronJob.Kind.AT,
+    )
+    updated = CronJob.objects.filter(pk=job.pk, enabled=True, next_run=taken.due).update(
+        next_run=taken.following, enabled=taken.enabled, updated=now
+    )
+    return taken if updated else None
+
+
+def unclaim(*, taken: Claim) -> None:
+    """Give back a claim whose run could not be queued, unless the job changed since: it
+    is then due again, and the next look takes it."""
+    CronJob.objects.filter(pk=taken.job_id, next_run=taken.following, enabled=taken.enabled).update(
+        next_run=taken.due, enabled=True, updated=timezone.now()
+    )
 
 
 def record_run(*, job_id: int, status: str, error: str = "", when: datetime) -> None:

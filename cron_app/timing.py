@@ -12,8 +12,7 @@ EVERY = "every"
 CRON = "cron"
 AT = "at"
 
-# django-q2 looks for due schedules every 30 seconds (a fixed cycle of its cluster), so a
-# shorter interval could not be kept.
+# A floor on intervals: each run is a turn that counts against its owner's turn rate.
 MIN_EVERY_SECONDS = 30
 
 

@@ -120,8 +120,10 @@ def test_a_fresh_clusters_scheduler_fires_cron_on_time_and_fails_killed_turns(
             site_env,
             "from datetime import timedelta\n"
             "from django.utils import timezone\n"
+            "from django.contrib.auth.models import User\n"
             "from cron_app.services import create_job\n"
-            "job = create_job(message='Brief me', session='cli:inbox', kind='at',"
+            f"owner = User.objects.get(username={LOGIN[0]!r})\n"
+            "job = create_job(owner=owner, message='Brief me', session='cli:inbox', kind='at',"
             f" at=timezone.now() + timedelta(seconds={SCHEDULER_CYCLE - 8}))\n"
             "result = {'id': job.pk, 'at': job.at.isoformat()}",
         )

@@ -1,9 +1,8 @@
-"""Cron jobs: the `cron` tool, a job's django-q2 schedule kept in step with it, and a run
-delivering its answer to the job's session."""
+"""Cron jobs: the `cron` tool, a job's plan kept in step with it, the claim that starts a
+due run once, and a run delivering its answer to the job's session."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,11 +11,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django_q.models import Schedule
 
 from agent.doors.worker import fail_dead_runs, run_cron_job
 from agent.turn.service import SessionRef, run_turn
-from cron_app import services, timing
+from cron_app import dispatch, services, timing
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run, Session
 from tests.jobs import GroupListener, as_worker, hold_queue
@@ -25,8 +23,15 @@ from tests.llm_server import ScriptedLLM
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
 
 
-def schedule_of(job: CronJob) -> Schedule | None:
-    return Schedule.objects.filter(name=f"cron job {job.pk}").first()
+async def fire(job: CronJob, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], datetime]:
+    """Make `job` due and let a dispatcher start it, its worker's task run here: what the
+    task returned, and the time the run was due."""
+    queue = hold_queue(monkeypatch)
+    due = timezone.now()
+    await sync_to_async(CronJob.objects.filter(pk=job.pk).update)(next_run=due)
+    assert await sync_to_async(dispatch.start_due)() == 1
+    assert queue.names() == ["run_cron_job"]
+    return await queue.run_all(), due
 
 
 def tool_results(key: str) -> list[str]:
@@ -65,9 +70,6 @@ async def test_the_cron_tool_schedules_a_job_for_the_session_it_is_called_from(
     )
     local = job.next_run.astimezone(timing.zone("Europe/Paris"))
     assert (local.hour, local.minute) == (9, 0) and local.weekday() < 5
-    schedule = await sync_to_async(schedule_of)(job)
-    assert schedule is not None and schedule.next_run == job.next_run
-    assert schedule.func == "agent.doors.worker.run_cron_job"
     added, listed = await sync_to_async(tool_results)("web:a1")
     assert added.startswith(f"Scheduled job {job.pk}: cron '0 9 * * 1-5' (Europe/Paris)")
     assert f"#{job.pk} 'Check the build'" in listed and "reports to web:a1" in listed
@@ -134,24 +136,19 @@ async def test_a_user_lists_and_changes_only_their_own_jobs(llm: ScriptedLLM, ad
     assert await sync_to_async(CronJob.objects.filter(pk=theirs.pk).exists)()
 
 
-def test_the_schedule_follows_the_job_through_every_change(ada: User) -> None:
+def test_the_plan_follows_the_job_through_every_change(ada: User) -> None:
     job = services.create_job(
         owner=ada, message="m", session="web:a", kind="every", every_seconds=120
     )
-    assert schedule_of(job).next_run == job.next_run
     assert abs((job.next_run - timezone.now()).total_seconds() - 120) < 5
 
     services.update_job(job=job, every_seconds=3600)
-    assert schedule_of(job).next_run == job.next_run
     assert abs((job.next_run - timezone.now()).total_seconds() - 3600) < 5
 
     services.set_enabled(job=job, enabled=False)
-    assert schedule_of(job) is None and job.next_run is None
+    assert job.next_run is None
     services.set_enabled(job=job, enabled=True)
-    assert schedule_of(job).next_run == job.next_run is not None
-
-    job.delete()
-    assert not Schedule.objects.filter(name__startswith="cron job").exists()
+    assert CronJob.objects.get(pk=job.pk).next_run == job.next_run is not None
 
 
 def test_an_invalid_job_is_refused_before_anything_is_saved(ada: User) -> None:
@@ -161,7 +158,22 @@ def test_an_invalid_job_is_refused_before_anything_is_saved(ada: User) -> None:
         )
     assert set(caught.value.message_dict) == {"cron_expr", "tz"}
     assert not CronJob.objects.exists()
-    assert not Schedule.objects.filter(name__startswith="cron job").exists()
+
+
+def test_a_job_without_an_owner_is_refused(ada: User) -> None:
+    with pytest.raises(ValidationError) as caught:
+        services.create_job(message="m", session="web:a", kind="every", every_seconds=60)
+    assert caught.value.message_dict["owner"] == ["a cron job needs an owner: its runs are "
+                                                  "that user's turns"]  # fmt: skip
+    assert not CronJob.objects.exists()
+
+
+async def test_the_cron_tool_of_a_turn_without_an_owner_refuses(llm: ScriptedLLM) -> None:
+    llm.tool_call("cron", {"action": "add", "message": "x", "every_seconds": 60}).reply("I see.")
+    await run_turn(SessionRef("cli:direct", None), "schedule it", channel="cli")
+    [result] = await sync_to_async(tool_results)("cli:direct")
+    assert result.startswith("Error: owner: a cron job needs an owner"), result
+    assert await sync_to_async(CronJob.objects.count)() == 0
 
 
 def test_a_one_off_job_in_the_past_is_refused(ada: User) -> None:
@@ -200,7 +212,7 @@ def test_following_runs_skip_what_was_missed() -> None:
 
 
 async def test_a_run_is_a_turn_of_its_own_session_delivered_to_the_jobs_session(
-    llm: ScriptedLLM, ada: User
+    llm: ScriptedLLM, ada: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = await sync_to_async(Session.objects.create)(
         key="web:a1", channel="web", chat_id="a1", owner=ada
@@ -208,11 +220,11 @@ async def test_a_run_is_a_turn_of_its_own_session_delivered_to_the_jobs_session(
     job = await sync_to_async(services.create_job)(
         owner=ada, message="What is the weather?", session="web:a1", kind="every", every_seconds=60
     )
-    due = job.next_run
     llm.tool_call("cron", {"action": "list"}).reply("Sunny, 21 °C.")
 
     async with GroupListener(target.pk) as heard:
-        assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+        ran, due = await fire(job, monkeypatch)
+        assert ran == ["succeeded"]
         frames = await heard.frames(until="cron_executed")
 
     assert [f["type"] for f in frames] == ["message", "cron_executed"]
@@ -243,10 +255,11 @@ async def test_a_run_is_a_turn_of_its_own_session_delivered_to_the_jobs_session(
     job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
     assert job.last_status == "succeeded" and job.last_run is not None
     assert job.next_run == due + timedelta(seconds=60)
-    assert (await sync_to_async(schedule_of)(job)).next_run == job.next_run
 
 
-async def test_a_one_off_job_is_disabled_once_it_ran(llm: ScriptedLLM, ada: User) -> None:
+async def test_a_one_off_job_is_disabled_once_it_ran(
+    llm: ScriptedLLM, ada: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = await sync_to_async(services.create_job)(
         owner=ada,
         message="ping",
@@ -255,13 +268,14 @@ async def test_a_one_off_job_is_disabled_once_it_ran(llm: ScriptedLLM, ada: User
         at=timezone.now() + timedelta(hours=1),
     )
     llm.reply("pong")
-    assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+    assert (await fire(job, monkeypatch))[0] == ["succeeded"]
     job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
     assert (job.enabled, job.next_run, job.last_status) == (False, None, "succeeded")
-    assert await sync_to_async(schedule_of)(job) is None
 
 
-async def test_a_job_still_running_is_not_started_again(llm: ScriptedLLM, ada: User) -> None:
+async def test_a_job_still_running_is_not_started_again(
+    llm: ScriptedLLM, ada: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = await sync_to_async(services.create_job)(
         owner=ada, message="slow", session="web:a1", kind="every", every_seconds=60
     )
@@ -271,14 +285,14 @@ async def test_a_job_still_running_is_not_started_again(llm: ScriptedLLM, ada: U
     await sync_to_async(Run.objects.create)(
         session=session, channel="cron", prompt="slow", status="running", heartbeat=timezone.now()
     )
-    assert await as_worker(run_cron_job)(job.pk) == "skipped"
+    assert (await fire(job, monkeypatch))[0] == ["skipped"]
     assert llm.requests == []
     job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
     assert job.last_status == "skipped" and job.next_run is not None
 
 
 async def test_a_run_whose_task_was_lost_does_not_hold_the_job_back_for_good(
-    llm: ScriptedLLM, ada: User, settings: Any
+    llm: ScriptedLLM, ada: User, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker that died with the job's task before starting it left the run queued: the
     sweep fails it once django-q2 would have handed the task out again, the chat is told,
@@ -292,7 +306,7 @@ async def test_a_run_whose_task_was_lost_does_not_hold_the_job_back_for_good(
     lost = await sync_to_async(Run.objects.create)(
         session=session, channel="cron", prompt="brief me", status="queued"
     )
-    assert await as_worker(run_cron_job)(job.pk) == "skipped"  # it may still start
+    assert (await fire(job, monkeypatch))[0] == ["skipped"]  # it may still start
     assert await sync_to_async(fail_dead_runs)() == 0  # not yet
 
     long_ago = timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
@@ -306,18 +320,18 @@ async def test_a_run_whose_task_was_lost_does_not_hold_the_job_back_for_good(
     assert told.startswith("The cron job") and "no worker started it" in told
 
     llm.reply("Here is your brief.")
-    assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+    assert (await fire(job, monkeypatch))[0] == ["succeeded"]
 
 
 async def test_a_failed_run_is_recorded_and_reported(
-    llm: ScriptedLLM, ada: User, settings: Any
+    llm: ScriptedLLM, ada: User, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.AGENT_LLM_MAX_RETRIES = 0
     job = await sync_to_async(services.create_job)(
         owner=ada, message="m", session="web:a1", kind="every", every_seconds=60
     )
     llm.fault(401)
-    assert await as_worker(run_cron_job)(job.pk) == "failed"
+    assert (await fire(job, monkeypatch))[0] == ["failed"]
     job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
     assert job.last_status == "failed" and job.last_error
     [(role, content)] = await sync_to_async(list)(
@@ -341,53 +355,62 @@ async def test_run_now_leaves_the_schedule_alone(
     assert after.next_run == job.next_run and after.last_status == "succeeded"
 
 
-def test_a_lost_schedule_is_put_back_by_the_sweep(ada: User) -> None:
-    from agent.doors.worker import fail_dead_runs
-
+def test_a_due_run_is_claimed_once(ada: User) -> None:
     job = services.create_job(
         owner=ada, message="m", session="web:a", kind="every", every_seconds=60
     )
-    Schedule.objects.filter(name=f"cron job {job.pk}").delete()  # someone, in the admin
-    fail_dead_runs()
-    assert schedule_of(job).next_run == job.next_run
+    due = job.next_run
+    assert due is not None
+    read_twice = [CronJob.objects.get(pk=job.pk), CronJob.objects.get(pk=job.pk)]
+    now = due + timedelta(seconds=1)
+    claims = [services.claim(job=seen, now=now) for seen in read_twice]
+    assert claims[0] is not None and claims[0].due == due and claims[1] is None
+    assert CronJob.objects.get(pk=job.pk).next_run == due + timedelta(seconds=60)
 
 
-def test_the_sweep_leaves_a_job_that_just_fired_to_its_run(ada: User) -> None:
+def test_the_sweep_starts_only_what_no_dispatcher_did(
+    ada: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agent.doors.worker import fail_dead_runs
 
+    queue = hold_queue(monkeypatch)
+    just_due, forgotten = (
+        services.create_job(owner=ada, message="m", session="web:a", kind="every", every_seconds=60)
+        for _ in range(2)
+    )
+    now = timezone.now()
+    CronJob.objects.filter(pk=just_due.pk).update(next_run=now - timedelta(seconds=1))
+    CronJob.objects.filter(pk=forgotten.pk).update(next_run=now - timedelta(minutes=2))
+    fail_dead_runs()
+    assert [args for _, args, _ in queue.jobs] == [(forgotten.pk,)]
+    assert CronJob.objects.get(pk=just_due.pk).next_run == now - timedelta(seconds=1)
+
+
+def test_a_job_missed_while_no_worker_ran_runs_once_and_skips_the_rest(
+    ada: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = hold_queue(monkeypatch)
     job = services.create_job(
         owner=ada, message="m", session="web:a", kind="every", every_seconds=60
     )
-    # Fired a moment ago: django-q2 deleted the one-off schedule and queued the run, which
-    # has not started yet.
-    due = timezone.now() - timedelta(seconds=5)
-    CronJob.objects.filter(pk=job.pk).update(next_run=due)
-    Schedule.objects.filter(name=f"cron job {job.pk}").delete()
-    fail_dead_runs()
-    assert schedule_of(job) is None
-    assert CronJob.objects.get(pk=job.pk).next_run == due
-
-
-def test_a_job_whose_run_died_before_planning_the_next_is_planned_from_now(ada: User) -> None:
-    from agent.doors.worker import fail_dead_runs
-
-    job = services.create_job(
-        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
-    )
-    long_ago = timezone.now() - timedelta(hours=2)
-    CronJob.objects.filter(pk=job.pk).update(next_run=long_ago)
-    Schedule.objects.filter(name=f"cron job {job.pk}").delete()
-    fail_dead_runs()
+    CronJob.objects.filter(pk=job.pk).update(next_run=timezone.now() - timedelta(hours=2))
+    assert dispatch.start_due() == 1
+    assert dispatch.start_due() == 0
+    assert queue.names() == ["run_cron_job"]
     job = CronJob.objects.get(pk=job.pk)
     assert timezone.now() < job.next_run <= timezone.now() + timedelta(seconds=60)
-    assert schedule_of(job).next_run == job.next_run
 
 
-def test_json_job_arguments_are_what_django_q_reads(ada: User) -> None:
-    import ast
-
-    job = services.create_job(
-        owner=ada, message="m", session="web:a", kind="every", every_seconds=60
+async def test_a_task_queued_before_dispatchers_claims_its_run(llm: ScriptedLLM, ada: User) -> None:
+    """A run queued by a version that had django-q2 schedule each job carries no due time:
+    it claims the run itself, and one that finds it taken does nothing."""
+    job = await sync_to_async(services.create_job)(
+        owner=ada, message="m", session="web:a1", kind="every", every_seconds=60
     )
-    assert ast.literal_eval(schedule_of(job).args) == (job.pk,)
-    assert json.loads(json.dumps(job.pk)) == job.pk
+    due = timezone.now() - timedelta(seconds=1)
+    await sync_to_async(CronJob.objects.filter(pk=job.pk).update)(next_run=due)
+    llm.reply("done")
+    assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+    assert await as_worker(run_cron_job)(job.pk) == "taken"
+    job = await sync_to_async(CronJob.objects.get)(pk=job.pk)
+    assert job.next_run == due + timedelta(seconds=60) and len(llm.requests) == 1

@@ -1,5 +1,5 @@
-"""Cron jobs in the admin: its pages, its form under the model's rules, and its actions,
-with the django-q2 schedule following each change."""
+"""Cron jobs in the admin: its pages, its form under the model's rules (an owner among
+them, the admin who adds the job unless another is picked), and its actions."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
-from django_q.models import Schedule
 
 from cron_app import services
 from cron_app.models import CronJob
-from cron_app.schedules import RUN_TASK
+from cron_app.services import RUN_TASK
 
 pytestmark = pytest.mark.django_db
 
@@ -27,19 +26,20 @@ def change_url(job: CronJob) -> str:
     return reverse("admin:cron_app_cronjob_change", args=[job.pk])
 
 
-def schedule_of(job: CronJob) -> Schedule | None:
-    return Schedule.objects.filter(name=f"cron job {job.pk}").first()
-
-
 def make_job(owner: User | None = None, **fields: Any) -> CronJob:
     fields = {"message": "Any news?", "session": "web:news", "every_seconds": 3600, **fields}
+    owner = owner or User.objects.get_or_create(username="owner")[0]
     return services.create_job(owner=owner, **fields)
+
+
+def the_admin() -> User:
+    return User.objects.get(username="admin")  # pytest-django's admin_client logs in as it
 
 
 def form_data(**fields: Any) -> dict[str, Any]:
     """The add/change form as a browser posts it (`at` split into its date and time)."""
     data = {
-        "owner": "",
+        "owner": str(the_admin().pk),
         "name": "Morning news",
         "message": "Any news?",
         "session": "web:news",
@@ -57,7 +57,7 @@ def form_data(**fields: Any) -> dict[str, Any]:
 
 def test_the_list_and_change_pages_open(admin_client: Client, ada: User) -> None:
     job = make_job(ada, name="Morning news")
-    make_job(kind="cron", cron_expr="0 9 * * *", tz="Europe/Paris", every_seconds=None)
+    make_job(ada, kind="cron", cron_expr="0 9 * * *", tz="Europe/Paris", every_seconds=None)
     listed = admin_client.get(CHANGELIST)
     assert listed.status_code == 200
     page = listed.content.decode()
@@ -69,14 +69,27 @@ def test_the_list_and_change_pages_open(admin_client: Client, ada: User) -> None
     assert admin_client.get(ADD).status_code == 200
 
 
-def test_a_job_added_in_the_admin_is_planned_and_scheduled(admin_client: Client) -> None:
+def test_a_job_added_in_the_admin_is_planned(admin_client: Client) -> None:
     before = timezone.now()
     response = admin_client.post(ADD, form_data())
     assert response.status_code == 302, response.context["adminform"].form.errors
     job = CronJob.objects.get(name="Morning news")
     assert job.next_run is not None and job.next_run >= before + timedelta(seconds=600)
-    schedule = schedule_of(job)
-    assert schedule is not None and schedule.next_run == job.next_run
+    assert job.owner == the_admin()
+
+
+def test_the_add_form_offers_the_admin_as_the_owner(admin_client: Client, ada: User) -> None:
+    form = admin_client.get(ADD).context["adminform"].form
+    assert form["owner"].value() == str(the_admin().pk)
+    page = admin_client.get(ADD).content.decode()
+    assert f'<option value="{the_admin().pk}" selected>admin</option>' in page
+
+
+def test_a_job_without_an_owner_is_refused(admin_client: Client) -> None:
+    response = admin_client.post(ADD, form_data(owner=""))
+    assert response.status_code == 200
+    assert "owner" in response.context["adminform"].form.errors
+    assert not CronJob.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -97,7 +110,6 @@ def test_the_form_keeps_to_the_models_rules(
     assert response.status_code == 200
     assert field in response.context["adminform"].form.errors
     assert not CronJob.objects.exists()
-    assert not Schedule.objects.filter(name__startswith="cron job").exists()
 
 
 def test_a_change_of_timing_replans_and_a_rename_does_not(admin_client: Client) -> None:
@@ -112,19 +124,18 @@ def test_a_change_of_timing_replans_and_a_rename_does_not(admin_client: Client) 
     assert admin_client.post(change_url(job), data).status_code == 302
     job.refresh_from_db()
     assert job.next_run is not None and planned is not None and job.next_run < planned
-    assert schedule_of(job).next_run == job.next_run  # type: ignore[union-attr]
 
     data.pop("enabled")  # an unticked box is not posted
     assert admin_client.post(change_url(job), data).status_code == 302
     job.refresh_from_db()
-    assert not job.enabled and job.next_run is None and schedule_of(job) is None
+    assert not job.enabled and job.next_run is None
 
 
-def test_deleting_in_the_admin_drops_the_schedule(admin_client: Client) -> None:
+def test_deleting_in_the_admin(admin_client: Client) -> None:
     job = make_job()
     delete = reverse("admin:cron_app_cronjob_delete", args=[job.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 302
-    assert not CronJob.objects.exists() and schedule_of(job) is None
+    assert not CronJob.objects.exists()
 
 
 def act(client: Client, action: str, jobs: list[CronJob]) -> str:
@@ -136,20 +147,20 @@ def act(client: Client, action: str, jobs: list[CronJob]) -> str:
     return response.content.decode()
 
 
-def test_disable_and_enable_actions_move_the_schedules(admin_client: Client) -> None:
+def test_disable_and_enable_actions_replan(admin_client: Client) -> None:
     jobs = [make_job(name="one"), make_job(name="two")]
     untouched = make_job(name="three")
     assert "Disabled 2 job(s)" in act(admin_client, "disable", jobs)
     for job in jobs:
         job.refresh_from_db()
-        assert not job.enabled and job.next_run is None and schedule_of(job) is None
-    assert schedule_of(untouched) is not None
+        assert not job.enabled and job.next_run is None
+    untouched.refresh_from_db()
+    assert untouched.enabled and untouched.next_run is not None
 
     assert "Enabled 2 job(s)" in act(admin_client, "enable", jobs)
     for job in jobs:
         job.refresh_from_db()
         assert job.enabled and job.next_run is not None
-        assert schedule_of(job).next_run == job.next_run  # type: ignore[union-attr]
 
 
 def test_enabling_a_one_off_job_that_ran_warns_it_will_not_run(admin_client: Client) -> None:
@@ -160,7 +171,8 @@ def test_enabling_a_one_off_job_that_ran_warns_it_will_not_run(admin_client: Cli
     )
     page = act(admin_client, "enable", [job])
     assert "Enabled 1 job(s)" in page and "Will not run again" in page
-    assert schedule_of(job) is None
+    job.refresh_from_db()
+    assert job.next_run is None
 
 
 def test_enabling_a_one_off_job_whose_time_passed_unrun_is_refused(admin_client: Client) -> None:
@@ -185,5 +197,5 @@ def test_the_run_now_action_queues_each_job(
     assert "Queued 2 job(s)" in page
     assert sorted(queued) == [(RUN_TASK, (jobs[0].pk,)), (RUN_TASK, (jobs[1].pk,))]
     # Outside its schedule: the plan stays as it was.
-    assert schedule_of(jobs[0]).next_run == jobs[0].next_run  # type: ignore[union-attr]
-    assert schedule_of(jobs[1]) is None
+    for job in jobs:
+        assert CronJob.objects.get(pk=job.pk).next_run == job.next_run

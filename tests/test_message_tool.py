@@ -170,8 +170,9 @@ async def test_a_cron_jobs_message_goes_to_the_jobs_chat_once(llm: ScriptedLLM, 
     llm.tool_call("message", {"content": "Time to drink some water."})
     llm.reply("Reminded.")
 
+    due = job.next_run.isoformat()  # as a dispatcher that claimed the run queues it
     async with GroupListener(target.pk) as heard:
-        assert await as_worker(run_cron_job)(job.pk) == "succeeded"
+        assert await as_worker(run_cron_job)(job.pk, due=due) == "succeeded"
         frames = await heard.frames(until="cron_executed")
 
     assert frames == [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -13,7 +13,7 @@ from django.conf import settings
 from agent.conf import agent_settings
 from agent.turn import cron, heartbeat, memory, relay, subagents
 from agent.turn.runs import execute
-from cron_app import schedules as job_schedules
+from cron_app import dispatch
 from cron_app.services import drop_schedule, ensure_schedule
 from sessions_app import selectors, services
 from sessions_app.models import Run
@@ -44,9 +44,11 @@ def announce_subagent(run_id: str) -> None:
     async_to_sync(subagents.announce)(UUID(run_id))
 
 
-def run_cron_job(job_id: int, scheduled: bool = True) -> str:
-    """Run a cron job: fired by its schedule, or by "run now" (`scheduled` False)."""
-    return async_to_sync(cron.run_job)(job_id, scheduled=scheduled)
+def run_cron_job(job_id: int, scheduled: bool = True, due: str | None = None) -> str:
+    """Run a cron job: due at `due` (ISO 8601) and claimed by a dispatcher, or by "run
+    now" (`scheduled` False)."""
+    when = datetime.fromisoformat(due) if due else None
+    return async_to_sync(cron.run_job)(job_id, scheduled=scheduled, due=when)
 
 
 def run_heartbeat() -> str:
@@ -95,8 +97,8 @@ def ensure_schedules(**kwargs: Any) -> None:
 def fail_dead_runs() -> int:
     """Scheduled (`ensure_schedules`): mark failed the turns whose process died, whichever
     door started them, and tell the sessions that started such sub-agents and the chats
-    such cron runs report to. Open chats show it (`ChatConsumer._follow`). Also puts back
-    any cron job's lost schedule."""
+    such cron runs report to. Open chats show it (`ChatConsumer._follow`). Also starts any
+    cron job long overdue, which only happens when no cluster's dispatcher is running."""
     # django-q2 gives a task this long before it would hand it out again (with the ORM
     # broker; Redis never does): a run still queued after that has lost its task.
     dead = services.fail_dead_runs(unstarted_after=timedelta(seconds=settings.Q_CLUSTER["retry"]))
@@ -111,7 +113,7 @@ def fail_dead_runs() -> int:
     if dead:
         async_to_sync(cron.report_dead_runs)(dead)
     services.prune_relayed(older_than=relay.KEEP)
-    lost = job_schedules.resync()
-    if lost:
-        logger.warning("put back the schedules of %d cron job(s)", lost)
+    late = dispatch.start_due(overdue_by=dispatch.FALLBACK_AFTER)
+    if late:
+        logger.warning("started %d overdue cron job(s) that no dispatcher had started", late)
     return len(dead)

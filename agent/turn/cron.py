@@ -33,17 +33,21 @@ logger = logging.getLogger(__name__)
 CHANNEL = "cron"
 
 
-async def run_job(job_id: int, *, scheduled: bool = True) -> str:
-    """Run job `job_id` now; `scheduled` when its schedule fired (it is then planned for
-    its next time first, whatever becomes of this run). How the run ended."""
+async def run_job(job_id: int, *, scheduled: bool = True, due: datetime | None = None) -> str:
+    """Run job `job_id` now. `scheduled`: a dispatcher claimed its run due at `due`, and
+    planned the next (`cron_app.dispatch`); without `due`, the task was queued before
+    dispatchers did that, so the run claims itself first. How the run ended."""
     job = await store.get_job(job_id=job_id)
     if job is None:
         logger.warning("cron job %s no longer exists", job_id)
         return "missing"
-    if scheduled:
-        if not job.enabled:
-            return "disabled"  # disabled between its schedule firing and now
-        await store.rearm_job(job_id=job.pk, due=job.next_run)
+    if scheduled and due is None:
+        if job.next_run is None or job.next_run > timezone.now():
+            return "taken"  # not due: another run took it, or it was changed since
+        if await store.claim_job(job=job, now=timezone.now()) is None:
+            return "taken"
+    elif scheduled and not job.enabled and job.kind != CronJob.Kind.AT:
+        return "disabled"  # disabled between its claim and now (a one-off's claim did it)
     started = timezone.now()
     target = await store.get_or_create_session(key=job.session, owner=job.owner)
     status, text, delivered = await _turn(job, target)

@@ -74,7 +74,7 @@ find_job = on_db(job_selectors.find_job)
 create_job = on_db(job_services.create_job)
 delete_job = on_db(job_services.delete_job)
 set_job_enabled = on_db(job_services.set_enabled)
-rearm_job = on_db(job_services.rearm)
+claim_job = on_db(job_services.claim)
 record_job_run = on_db(job_services.record_run)
 
 

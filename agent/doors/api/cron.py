@@ -176,7 +176,7 @@ class CronJobList(APIView):
     @extend_schema(
         request=CronJobIn,
         responses={201: CronJobOut, **INVALID, **AUTH_ERRORS},
-        description="A new job, planned and scheduled at once if `enabled` (the default).",
+        description="A new job, planned at once if `enabled` (the default).",
     )
     def post(self, request: Request) -> Response:
         data = CronJobIn(data=request.data)
@@ -194,7 +194,7 @@ class CronJobDetail(APIView):
         request=CronJobIn,
         responses={200: CronJobOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND},
         description="Change the fields given. A change of the timing or of `enabled` plans "
-        "the next run afresh; disabling removes the job's schedule, enabling puts it back.",
+        "the next run afresh; disabling clears `next_run`, enabling plans it again.",
     )
     def patch(self, request: Request, job_id: int) -> Response:
         return self._update(request, job_id, partial=True)
