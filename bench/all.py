@@ -57,6 +57,7 @@ BENCHES = [
     ),
     Bench("long_session", "long_session.py", ["--messages", "1000", "100000", "--runs", "3"]),
     Bench("background", "background.py", ["--samples", "5", "--jobs", "2"]),
+    Bench("cron_delay", "cron_delay.py", ["--jobs", "20", "--runs", "2"]),
     Bench("mcp_calls", "mcp_calls.py", ["--calls", "100", "--rounds", "3"]),
     Bench("exec_overhead", "exec_overhead.py", ["--calls", "20", "--rounds", "3"]),
     Bench("concurrency", "concurrency.py", ["--sessions", "200", "--processes", "1"]),

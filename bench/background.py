@@ -240,12 +240,14 @@ async def idle_pause() -> None:
 def measure_cron(jobs: int) -> tuple[list[float], list[float]]:
     """Make `jobs` one-off cron jobs and as many bare schedules, due in pairs at the same
     staggered times; wait for all to run; return how late each started (s)."""
+    from django.contrib.auth.models import User
     from django.utils import timezone
     from django_q.models import Schedule, Task
 
     from cron_app.models import CronJob
     from cron_app.services import create_job
 
+    owner, _ = User.objects.get_or_create(username="bench")
     now = timezone.now()
     step = CRON_SPREAD_S / max(1, jobs - 1)
     due = [now + timedelta(seconds=CRON_FIRST_S + n * step) for n in range(jobs)]
@@ -257,7 +259,9 @@ def measure_cron(jobs: int) -> tuple[list[float], list[float]]:
         Schedule.objects.create(
             name=name, func=FLOOR_FUNC, schedule_type=Schedule.ONCE, next_run=at, repeats=-1
         )
-        job = create_job(message=f"cron {name}", session="cli:bench-cron", kind="at", at=at)
+        job = create_job(
+            owner=owner, message=f"cron {name}", session="cli:bench-cron", kind="at", at=at
+        )
         job_ids.append(job.pk)
     # The last one may just miss a pass and wait for the next; then its turn runs.
     timeout = CRON_FIRST_S + CRON_SPREAD_S + 2 * SCHEDULER_PERIOD_S
