@@ -1,4 +1,7 @@
-"""django-q2 task functions: plain sync functions that run the async turn."""
+"""django-q2 task functions: plain sync functions that run the async turn.
+
+Each runs its coroutine on an event loop that closes when it returns, so through
+`fanout.delivering`: the events it published reach the sockets first."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from django.conf import settings
 
 from agent.conf import agent_settings
 from agent.turn import cron, heartbeat, memory, relay, subagents
+from agent.turn.fanout import delivering
 from agent.turn.runs import execute
 from cron_app import dispatch
 from cron_app.services import drop_schedule, ensure_schedule
@@ -36,19 +40,22 @@ def run_queued_task(run_id: str) -> str:
 
 def run_subagent(run_id: str) -> str:
     """Run a sub-agent that `spawn` queued, then announce how it ended to its parent."""
-    return async_to_sync(subagents.run_spawned)(UUID(run_id))
+    work = delivering(subagents.run_spawned, what=f"sub-agent run {run_id}")
+    return async_to_sync(work)(UUID(run_id))
 
 
 def announce_subagent(run_id: str) -> None:
     """Tell a sub-agent's parent session how it ended (one whose worker died, say)."""
-    async_to_sync(subagents.announce)(UUID(run_id))
+    work = delivering(subagents.announce, what=f"the end of sub-agent run {run_id}")
+    async_to_sync(work)(UUID(run_id))
 
 
 def run_cron_job(job_id: int, scheduled: bool = True, due: str | None = None) -> str:
     """Run a cron job: due at `due` (ISO 8601) and claimed by a dispatcher, or by "run
     now" (`scheduled` False)."""
     when = datetime.fromisoformat(due) if due else None
-    return async_to_sync(cron.run_job)(job_id, scheduled=scheduled, due=when)
+    work = delivering(cron.run_job, what=f"cron job {job_id}")
+    return async_to_sync(work)(job_id, scheduled=scheduled, due=when)
 
 
 def run_heartbeat() -> str:
@@ -69,7 +76,8 @@ def run_user_heartbeat(user_id: int) -> str:
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         return "missing"
-    return async_to_sync(heartbeat.beat)(agent_settings(), user)
+    work = delivering(heartbeat.beat, what=f"the heartbeat of user {user_id}")
+    return async_to_sync(work)(agent_settings(), user)
 
 
 def consolidate_memory(session_id: int, model: str) -> bool:
@@ -111,7 +119,8 @@ def fail_dead_runs() -> int:
     for run_id in selectors.subagents_among(run_ids=dead):
         async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
     if dead:
-        async_to_sync(cron.report_dead_runs)(dead)
+        report = delivering(cron.report_dead_runs, what="the report of dead runs")
+        async_to_sync(report)(dead)
     services.prune_relayed(older_than=relay.KEEP)
     late = dispatch.start_due(overdue_by=dispatch.FALLBACK_AFTER)
     if late:

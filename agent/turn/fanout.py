@@ -6,16 +6,24 @@ that other tabs should see (a turn starting and ending, tool cards, the final me
 messages that arrive from elsewhere (cron results, sub-agents) travel through the group.
 Streamed tokens never do: they go straight to the socket that asked, since the layer has a
 capacity and one frame per token would overflow it.
+
+A send that the layer refuses is tried again, in order, while the turn goes on. A worker's
+task runs on an event loop of its own that closes when the task returns, and with it every
+send still under way: `delivering` makes the task wait for its sends first, a while, and
+log as errors the events that never got through.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import contextvars
+import functools
 import logging
 import time
 import weakref
-from typing import Any
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -48,11 +56,20 @@ PUBLISH_WAIT = 5.0
 # dropped: the sockets that missed it read it from the stored history when they reconnect.
 GIVE_UP_AFTER = 60.0
 RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)
+# How long a task that is ending waits for the sends it started (`delivering`).
+DRAIN_WAIT = 15.0
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Per event loop, each session's latest send: the next one waits for it, so that sockets
 # see a session's events in order even when one send is slow.
-_sends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Task[None]]] = (
+_sends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Task[bool]]] = (
     weakref.WeakKeyDictionary()
+)
+# The sends started under `delivering`, with what each carries: (type, session).
+_started: contextvars.ContextVar[dict[asyncio.Task[bool], tuple[str, int]] | None] = (
+    contextvars.ContextVar("fanout_started", default=None)
 )
 
 
@@ -86,6 +103,9 @@ async def _send(session_id: int, message: dict[str, Any]) -> None:
     sending = asyncio.ensure_future(_deliver(layer, session_id, message, sends.get(session_id)))
     sends[session_id] = sending
     sending.add_done_callback(lambda done: _forget(sends, session_id, done))
+    started = _started.get()
+    if started is not None:
+        started[sending] = (message.get("frame", message)["type"], session_id)
     try:
         # Shielded: a slow layer holds the turn up no longer than this, but the event is
         # not given up; the send goes on by itself.
@@ -99,28 +119,29 @@ async def _send(session_id: int, message: dict[str, Any]) -> None:
 
 
 def _forget(
-    sends: dict[int, asyncio.Task[None]], session_id: int, done: asyncio.Task[None]
+    sends: dict[int, asyncio.Task[bool]], session_id: int, done: asyncio.Task[bool]
 ) -> None:
     if sends.get(session_id) is done:
         del sends[session_id]
 
 
 async def _deliver(
-    layer: Any, session_id: int, message: dict[str, Any], previous: asyncio.Task[None] | None
-) -> None:
+    layer: Any, session_id: int, message: dict[str, Any], previous: asyncio.Task[bool] | None
+) -> bool:
     """Send `message` to the session's group once the send before it is done, trying again
-    while the layer fails; never raises."""
+    while the layer fails; whether it got through. Never raises."""
     if previous is not None:
         await asyncio.wait([previous])
     gives_up = time.monotonic() + GIVE_UP_AFTER
-    for attempt in itertools.count():
+    attempt = 0
+    while True:
         try:
             await layer.group_send(group_name(session_id), message)
             if attempt:
                 logger.info(
                     "sent %s to session %s after %d retries", message["type"], session_id, attempt
                 )
-            return
+            return True
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -132,7 +153,7 @@ async def _deliver(
                     session_id,
                     exc_info=True,
                 )
-                return
+                return False
             if not attempt:
                 logger.warning(
                     "could not send %s to session %s; trying again",
@@ -141,6 +162,51 @@ async def _deliver(
                     exc_info=True,
                 )
             await asyncio.sleep(delay)
+            attempt += 1
+
+
+def delivering(work: Callable[P, Awaitable[R]], *, what: str) -> Callable[P, Awaitable[R]]:
+    """`work`, which ends only once the events it published are sent, or DRAIN_WAIT has gone
+    by: those still unsent then are given up and logged as errors, under `what` ("run
+    …"). For code whose event loop closes when it returns (`async_to_sync` in a worker)."""
+
+    @functools.wraps(work)
+    async def delivered(*args: P.args, **kwargs: P.kwargs) -> R:
+        started: dict[asyncio.Task[bool], tuple[str, int]] = {}
+        token = _started.set(started)
+        try:
+            return await work(*args, **kwargs)
+        finally:
+            _started.reset(token)
+            await _drain(started, what)
+
+    return delivered
+
+
+async def _drain(started: dict[asyncio.Task[bool], tuple[str, int]], what: str) -> None:
+    pending = [sending for sending in started if not sending.done()]
+    if pending:
+        _, late = await asyncio.wait(pending, timeout=DRAIN_WAIT)
+        for sending in late:
+            sending.cancel()
+        if late:
+            await asyncio.wait(late)
+    # In the order they were published.
+    lost = Counter(
+        about
+        for sending, about in started.items()
+        if sending.cancelled() or sending.exception() is not None or not sending.result()
+    )
+    if lost:
+        logger.error(
+            "%s: %d event(s) never reached the sockets, the channel layer failing: %s",
+            what,
+            lost.total(),
+            ", ".join(
+                f"{kind} for session {session}" + (f" (x{count})" if count > 1 else "")
+                for (kind, session), count in lost.items()
+            ),
+        )
 
 
 class GroupSink:
@@ -163,4 +229,5 @@ def on_session_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     """
     session_id = instance.pk
     # Robust: the delete is done whatever happens here; a failure is only logged.
-    transaction.on_commit(lambda: async_to_sync(close_sockets)(session_id), robust=True)
+    close = delivering(close_sockets, what=f"closing the sockets of session {session_id}")
+    transaction.on_commit(lambda: async_to_sync(close)(session_id), robust=True)

@@ -21,7 +21,7 @@ from agent import failures
 from agent.conf import agent_settings
 from agent.context import compose_prompt
 from agent.turn.errors import ModelNotConfigured, SessionGone, TurnError
-from agent.turn.fanout import GroupSink
+from agent.turn.fanout import GroupSink, delivering
 from agent.turn.service import run_queued
 from agent.turn.watch import announce_stop
 from sessions_app import selectors, services
@@ -70,7 +70,9 @@ def execute(run: Run, *, owner: User | None) -> None:
     """Run a queued task's turn in this process, to its end. Never raises: however the
     turn ends, the run record says so."""
     try:
-        async_to_sync(run_queued)(run, owner=owner, emit=GroupSink(run.session_id))
+        # Its events are sent before this returns: a worker's loop closes when it does.
+        turn = delivering(run_queued, what=f"run {run.pk}")
+        async_to_sync(turn)(run, owner=owner, emit=GroupSink(run.session_id))
     except asyncio.CancelledError:
         pass  # stopped by a cancel or /stop; the turn recorded it
     except TurnError as exc:
