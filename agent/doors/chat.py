@@ -4,7 +4,8 @@ segment is `sessions_app.keys`' rule, which the route's converter applies).
 
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled
-while it streams; a turn outlives a closed tab and is saved all the same.
+while it streams; a turn outlives a closed tab and is saved all the same. A socket that
+opens while a turn of its session streams gets the text so far, then the rest (`live`).
 
 A socket belongs to its user and to one session row for its whole life: every user has
 chat ids of their own, the socket's turns run in the row it opened, and when that row is
@@ -27,7 +28,7 @@ from agent import failures
 from agent.conf import agent_settings
 from agent.doors import ratelimit
 from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
-from agent.turn import relay, slash, store
+from agent.turn import live, relay, slash, store
 from agent.turn.errors import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
 from agent.turn.fanout import GroupSink, group_name
 from agent.turn.locks import is_running
@@ -47,6 +48,10 @@ MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
 MAX_PENDING_TURNS = 3
 # How often a socket looks at a turn it shows running but this process does not run.
 FOLLOW_SECONDS = 2.0
+# How long a socket that opened while a turn streams waits for the turn to answer its
+# request for the text so far, and how often it asks.
+JOIN_WAIT_SECONDS = 1.0
+JOIN_ATTEMPTS = 3
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
@@ -60,6 +65,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     group = ""
     follower: asyncio.Task[None] | None = None
     followed: str | None = None
+    joiner: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -84,9 +90,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         frame = History(messages=messages, running=running).to_dict()
         frame["model"] = session.model or agent_settings().model
         await self.send_json(frame)
-        if not is_running(session.pk):
-            unfinished = await store.unfinished_run(session_id=session.pk)
-            if unfinished is not None:
+        unfinished = await store.unfinished_run(session_id=session.pk)
+        if unfinished is not None:
+            if running:
+                self._join(unfinished.pk)
+            if not is_running(session.pk):
                 self._follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
@@ -95,6 +103,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.follower is not None:
             self.follower.cancel()
+        if self.joiner is not None:
+            self.joiner.cancel()
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -199,6 +209,27 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         elif frame.get("type") == "thinking_finished" and frame.get("run_id") == self.followed:
             self.followed = None
         await self._send_frame(frame)
+
+    async def live_joined(self, message: dict[str, Any]) -> None:
+        """The running turn took this socket's request to join its stream (`live.JOINED`);
+        its frames follow."""
+        self.joined.set()
+
+    def _join(self, run_id: UUID) -> None:
+        """Ask for the text the running turn has streamed so far, and the rest of it."""
+        self.joined = asyncio.Event()
+        self.joiner = asyncio.create_task(self._join_stream(run_id))
+
+    async def _join_stream(self, run_id: UUID) -> None:
+        # A turn that has only just started may not listen on its run's group yet.
+        for _ in range(JOIN_ATTEMPTS):
+            await live.ask(run_id, self.channel_name)
+            try:
+                await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_SECONDS)
+                return
+            except TimeoutError:
+                if self.session_id is None:
+                    return
 
     async def session_closed(self, message: dict[str, Any]) -> None:
         """The session was deleted (`fanout.CLOSED`)."""

@@ -26,7 +26,7 @@ from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
-from agent.turn import memory, store
+from agent.turn import live, memory, store
 from agent.turn.cron import OwnerSchedules
 from agent.turn.delivery import Delivery
 from agent.turn.message_log import Entry, MessageLog
@@ -86,7 +86,10 @@ class TurnRunner:
         self.run = run
         self.run_id = str(run.pk)
         self.content = content
-        self.emit = emit
+        # Every event of the turn passes through it, so that a socket that opens meanwhile
+        # can join the stream.
+        self.live = live.streaming(run.pk, emit)
+        self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
         self.log = MessageLog(session, run)
@@ -115,6 +118,12 @@ class TurnRunner:
         self.history_share: tuple[int, int] | None = None
 
     async def __call__(self) -> TurnResult:
+        try:
+            return await self._turn()
+        finally:
+            await asyncio.shield(self.live.close())
+
+    async def _turn(self) -> TurnResult:
         # History is everything saved before this turn's own user message.
         history = (
             await store.recent_messages(

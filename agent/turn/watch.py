@@ -7,6 +7,9 @@ the message or that reaches no other process (the in-memory one), and a delete o
 session takes the run record with it. Polling for those per turn would cost a query per
 turn twice a second, which at fifty concurrent turns is a good part of a core; one poll
 asks about all of them, and the same loop keeps their heartbeats going.
+
+The run's group also carries the requests of sockets that open while the turn streams and
+want the text so far (`live`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from uuid import UUID
 
 from channels.layers import get_channel_layer
 
-from agent.turn import store
+from agent.turn import live, store
 from agent.turn.db import detached_context
 from sessions_app.models import HEARTBEAT_SECONDS
 
@@ -100,6 +103,8 @@ class RunWatcher:
                 message = await layer.receive(channel)
                 if message.get("type") == STOP:
                     self._stop(UUID(message["run"]))
+                elif message.get("type") == live.JOIN:
+                    live.join(UUID(message["run"]), message["reply_to"])
         except asyncio.CancelledError:
             raise
         except Exception:  # the poll still sees the flag, half a second later

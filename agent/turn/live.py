@@ -1,0 +1,181 @@
+"""The reply a turn is streaming, for sockets that open on its session while it streams.
+
+Stream chunks go only to the socket that started the turn (`fanout` says why). A socket
+that opens meanwhile, a second tab or the first one reconnecting, asks the process running
+the turn to join it (`ask`, through the run's group, which that process's watcher listens
+on). The turn then sends that socket the text so far as one `stream_start` and one
+`stream_chunk`, and from then on the rest of its stream, straight to the socket's channel.
+
+The text so far and everything after it are taken from one ordered record of the turn's
+events, in the turn's own event loop, so the chunks a joined socket sees join to the saved
+text: nothing is left out between the snapshot and the rest, and nothing comes twice.
+A turn no socket joined costs a list append per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from uuid import UUID
+
+from channels.layers import get_channel_layer
+
+from agent.events import Emit, Event, StreamChunk, StreamEnd, StreamStart
+
+logger = logging.getLogger(__name__)
+
+# A socket's request to join the stream of a run, sent to the run's group.
+JOIN = "run.join"
+# The turn's answer, to the socket's channel, before any of its frames.
+JOINED = "live.joined"
+# The handler of the frames a joined socket is sent (`fanout.HANDLER`).
+FRAME = "session.event"
+# Chunks for a joined socket leave at most this often, joined into one message: the
+# channel layer has a capacity per channel, and a fast model sends hundreds a second.
+WINDOW = 0.05
+LAYER_TIMEOUT = 5.0
+
+_STREAM_TYPES = frozenset({StreamStart.type, StreamChunk.type, StreamEnd.type})
+# The turns of this process that are streaming, by run.
+_turns: dict[UUID, LiveTurn] = {}
+
+
+class LiveTurn:
+    """The turn of one run, as sockets that join it see it: the message it is streaming,
+    and the sockets that joined."""
+
+    def __init__(self, run_id: UUID, emit: Emit) -> None:
+        self.run_id = run_id
+        self.downstream = emit
+        self.msg_id = ""
+        self.parts: list[str] = []
+        self.viewers: dict[str, _Viewer] = {}
+
+    async def emit(self, event: Event) -> None:
+        """The turn's sink: records its stream for sockets that join, then passes every
+        event on."""
+        if event.type in _STREAM_TYPES:
+            self._record(event)
+        elif self.viewers:
+            # A shared event goes to the session's group: the joined sockets get the
+            # chunks before it first, as the turn said them.
+            await self._flush()
+        await self.downstream(event)
+
+    def _record(self, event: Event) -> None:
+        if isinstance(event, StreamStart):
+            self.msg_id, self.parts = event.msg_id, []
+        elif isinstance(event, StreamChunk):
+            self.parts.append(event.content)
+        elif isinstance(event, StreamEnd):
+            self.msg_id, self.parts = "", []
+        for viewer in list(self.viewers.values()):
+            viewer.push(event.to_dict())
+
+    def join(self, channel: str) -> None:
+        """Send `channel` the message so far, then the rest of the turn's stream."""
+        layer = get_channel_layer()
+        if layer is None or channel in self.viewers:
+            return
+        viewer = self.viewers[channel] = _Viewer(layer, channel, self)
+        if self.msg_id:
+            viewer.push(StreamStart(msg_id=self.msg_id).to_dict())
+            viewer.push(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)).to_dict())
+
+    async def _flush(self) -> None:
+        for viewer in list(self.viewers.values()):
+            await viewer.flush()
+
+    async def close(self) -> None:
+        """The turn is over: what its viewers have not been sent yet leaves now."""
+        if _turns.get(self.run_id) is self:
+            del _turns[self.run_id]
+        await self._flush()
+        self.viewers.clear()
+
+
+class _Viewer:
+    """A socket that joined a turn: the messages it has yet to be sent, which leave
+    together at most every `WINDOW` seconds, in order."""
+
+    def __init__(self, layer: Any, channel: str, turn: LiveTurn) -> None:
+        self.layer = layer
+        self.channel = channel
+        self.turn = turn
+        self.messages: list[dict[str, Any]] = [{"type": JOINED}]
+        self.sending = asyncio.Lock()
+        self.timer: asyncio.Task[None] | None = None
+        self._send_soon()
+
+    def push(self, frame: dict[str, Any]) -> None:
+        last = self.messages[-1].get("frame") if self.messages else None
+        if (
+            last is not None
+            and frame["type"] == last["type"] == StreamChunk.type
+            and frame["msg_id"] == last["msg_id"]
+        ):
+            last["content"] += frame["content"]
+        else:
+            self.messages.append({"type": FRAME, "frame": frame})
+        self._send_soon()
+
+    def _send_soon(self) -> None:
+        if self.timer is None:
+            self.timer = asyncio.create_task(self._flush_soon(), name="live-viewer")
+
+    async def _flush_soon(self) -> None:
+        try:
+            await asyncio.sleep(WINDOW)
+            await self.flush()
+        finally:
+            self.timer = None
+            if self.messages and self.turn.viewers.get(self.channel) is self:
+                self._send_soon()
+
+    async def flush(self) -> None:
+        async with self.sending:
+            messages, self.messages = self.messages, []
+            for message in messages:
+                try:
+                    await asyncio.wait_for(self.layer.send(self.channel, message), LAYER_TIMEOUT)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # Closed, or too slow to read (its channel is full): it reads the rest
+                    # from the saved history when it opens again.
+                    logger.info("a socket that joined run %s left", self.turn.run_id, exc_info=True)
+                    self.turn.viewers.pop(self.channel, None)
+                    return
+
+
+def streaming(run_id: UUID, emit: Emit) -> LiveTurn:
+    """Record the stream of `run_id`'s turn, which runs in this event loop, for sockets
+    that join it; its `emit` is the turn's sink, and `close()` ends it."""
+    turn = _turns[run_id] = LiveTurn(run_id, emit)
+    return turn
+
+
+def join(run_id: UUID, channel: str) -> None:
+    """A socket's request to join `run_id`'s turn, if it streams in this process."""
+    turn = _turns.get(run_id)
+    if turn is not None:
+        turn.join(channel)
+
+
+async def ask(run_id: UUID, channel: str) -> None:
+    """Ask the process running `run_id`'s turn, wherever it is, to send `channel` its
+    stream. A process with no such turn ignores it; with a layer of its own, only this
+    process hears it."""
+    from agent.turn.watch import stop_group  # the watcher listens on the run's group
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": JOIN, "run": run_id.hex, "reply_to": channel}
+    try:
+        await asyncio.wait_for(layer.group_send(stop_group(run_id), message), LAYER_TIMEOUT)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # it still gets the reply when the turn ends
+        logger.warning("could not ask to join the stream of run %s", run_id, exc_info=True)
