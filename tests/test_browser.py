@@ -184,3 +184,38 @@ def test_an_api_session_opens_from_the_list(page, live_site: str, llm: ScriptedL
     expect(page.locator(".msg.user")).to_have_count(2)
     expect(page.locator("#chat-title")).to_have_text("from a script")
     expect(page.locator("#session-list li.active")).to_have_attribute("data-key", "api:job.1")
+
+
+def test_a_tab_opened_mid_reply_and_a_stopped_reply_in_a_browser(
+    page, live_site: str, llm: ScriptedLLM
+) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
+    story = " ".join(f"word{n}" for n in range(40))
+    llm.reply(story, chunks=40, chunk_delay=0.15)
+    page.fill("#composer", "tell me a story")
+    page.press("#composer", "Enter")
+    streaming = page.locator(".msg.assistant.streaming")
+    expect(streaming).to_contain_text("word3")
+
+    # A second tab on the same chat shows what was said so far at once, then the rest.
+    other = page.context.new_page()
+    other.goto(page.url)
+    expect(other.locator(".msg.user")).to_have_text("tell me a story")
+    joined = other.locator(".msg.assistant.streaming")
+    expect(joined).to_contain_text("word0 word1 word2 word3", timeout=3_000)
+    expect(joined).to_contain_text("word12")
+
+    # Stopped from the second tab: both keep the text so far, marked stopped.
+    other.click("#send[data-state=stop]")
+    for tab in (page, other):
+        expect(tab.locator("#send[data-state=send]")).to_be_visible()
+        expect(tab.locator(".msg.assistant .msg-stopped")).to_have_count(1)
+    said = other.locator(".msg.assistant").first.locator(".msg-body").inner_text()
+    assert said.startswith("word0 word1") and not said.endswith("word39")
+
+    page.reload()
+    reply = page.locator(".msg.assistant").first
+    expect(reply.locator(".msg-stopped")).to_have_text("stopped")
+    assert reply.locator(".msg-body").inner_text() == said
