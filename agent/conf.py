@@ -41,6 +41,7 @@ class AgentSettings:
     data_dir: Path
     exec_env: dict[str, str]
     tools: tuple[str, ...]
+    max_upload_bytes: int
 
 
 def agent_settings() -> AgentSettings:
@@ -76,6 +77,7 @@ def agent_settings() -> AgentSettings:
         data_dir=Path(settings.DATA_DIR),
         exec_env=dict(settings.AGENT_EXEC_ENV),
         tools=tuple(settings.AGENT_TOOLS),
+        max_upload_bytes=settings.AGENT_MAX_UPLOAD_BYTES,
     )
 
 

@@ -299,6 +299,11 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+# The largest file a user may upload into their folder (`/api/uploads`, the chat's attach
+# button), in bytes. Django's DATA_UPLOAD_MAX_MEMORY_SIZE leaves a multipart body's files
+# out of its count, so it keeps its 2.5 MB for everything else; files past
+# FILE_UPLOAD_MAX_MEMORY_SIZE wait in a temporary file, not in memory, until stored.
+AGENT_MAX_UPLOAD_BYTES = env.int("AGENT_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
 # The web tools. `web_fetch` refuses loopback, private, link-local and other internal
 # addresses unless AGENT_WEB_ALLOW_PRIVATE is on. `web_search` asks Brave Search when
 # BRAVE_API_KEY is set, else DuckDuckGo; their addresses are settings so that a test or a

@@ -9,7 +9,7 @@ from typing import Any
 from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agent.doors.api import cron, mcp, memory, skills, views
+from agent.doors.api import cron, mcp, memory, skills, uploads, views
 from agent.doors.api.errors import not_found
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
 
@@ -38,6 +38,7 @@ urlpatterns = [
     *route("cron-jobs/<int:job_id>/run", cron.CronJobRun.as_view(), "cron-job-run"),
     *route("mcp-servers", mcp.McpServerList.as_view(), "mcp-server-list"),
     *route("mcp-servers/<slug:name>", mcp.McpServerDetail.as_view(), "mcp-server-detail"),
+    *route("uploads", uploads.UploadList.as_view(), "upload-list"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
