@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 from uuid import UUID
 
@@ -36,7 +37,6 @@ FRAME = "session.event"
 WINDOW = 0.05
 LAYER_TIMEOUT = 5.0
 
-_STREAM_TYPES = frozenset({StreamStart.type, StreamChunk.type, StreamEnd.type})
 # The turns of this process that are streaming, by run.
 _turns: dict[UUID, LiveTurn] = {}
 
@@ -52,26 +52,29 @@ class LiveTurn:
         self.parts: list[str] = []
         self.viewers: dict[str, _Viewer] = {}
 
-    async def emit(self, event: Event) -> None:
+    def emit(self, event: Event) -> Awaitable[None]:
         """The turn's sink: records its stream for sockets that join, then passes every
-        event on."""
-        if event.type in _STREAM_TYPES:
-            self._record(event)
+        event on. Not a coroutine of its own: a chunk costs one more call, not one more
+        coroutine."""
+        if isinstance(event, StreamChunk):
+            self.parts.append(event.content)
+        elif isinstance(event, StreamStart):
+            self.msg_id, self.parts = event.msg_id, []
+        elif isinstance(event, StreamEnd):
+            self.msg_id, self.parts = "", []
         elif self.viewers:
             # A shared event goes to the session's group: the joined sockets get the
             # chunks before it first, as the turn said them.
-            await self._flush()
-        await self.downstream(event)
+            return self._flush_then(event)
+        if self.viewers:
+            frame = event.to_dict()
+            for viewer in list(self.viewers.values()):
+                viewer.push(frame)
+        return self.downstream(event)
 
-    def _record(self, event: Event) -> None:
-        if isinstance(event, StreamStart):
-            self.msg_id, self.parts = event.msg_id, []
-        elif isinstance(event, StreamChunk):
-            self.parts.append(event.content)
-        elif isinstance(event, StreamEnd):
-            self.msg_id, self.parts = "", []
-        for viewer in list(self.viewers.values()):
-            viewer.push(event.to_dict())
+    async def _flush_then(self, event: Event) -> None:
+        await self._flush()
+        await self.downstream(event)
 
     def join(self, channel: str) -> None:
         """Send `channel` the message so far, then the rest of the turn's stream."""
@@ -117,7 +120,8 @@ class _Viewer:
         ):
             last["content"] += frame["content"]
         else:
-            self.messages.append({"type": FRAME, "frame": frame})
+            # A copy: the next chunks are joined onto it, and other viewers share `frame`.
+            self.messages.append({"type": FRAME, "frame": dict(frame)})
         self._send_soon()
 
     def _send_soon(self) -> None:
