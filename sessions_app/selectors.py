@@ -77,6 +77,18 @@ def has_running_turn(*, session_id: int) -> bool:
     ).exists()
 
 
+def current_turn_open(*, session_id: int) -> bool:
+    """Whether the session's current turn (`Session.turn`) is still running, by the account
+    of a process that lives (its heartbeat is fresh)."""
+    alive = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
+    return Run.objects.filter(
+        session_id=session_id,
+        session__turn=F("pk"),
+        status=Run.Status.RUNNING,
+        heartbeat__gte=alive,
+    ).exists()
+
+
 def unfinished_run(*, session_id: int) -> Run | None:
     """The session's latest run still marked running, whether or not its process lives."""
     return (

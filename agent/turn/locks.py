@@ -16,14 +16,16 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from django.db import connections
 
-from agent.turn.db import under_sync_caller
+from agent.turn.db import detached_context
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ POLL_SECONDS = 0.05
 # same database's advisory locks do not collide with sessions.
 ADVISORY_LOCK_CLASS = 0x61676E74
 CONNECT_ATTEMPTS = 4
+# How often the connection holding the advisory locks is looked at while it holds any.
+KEEP_SECONDS = 0.2
 
 _local_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 _running: dict[int, set[asyncio.Task[object]]] = {}
@@ -67,99 +71,209 @@ async def _file_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def _advisory_lock(session_id: int, lock_dir: Path) -> AsyncIterator[None]:
     key = (ADVISORY_LOCK_CLASS, session_id % 2**31)
-    if under_sync_caller():
-        # A worker's task or a view: one turn on a loop that ends with it.
-        async with _own_connection() as conn:
-            await _take(conn, key)
-            yield
-        return
-    # A web process's or the command line's loop, which runs many turns at once and for
-    # long: one connection holds all their locks, so that turns do not each take one of
-    # the database's connections.
-    holder = _holders.get(asyncio.get_running_loop())
+    # One connection holds the locks of all the turns of an event loop (a web process's or
+    # the command line's runs many at once, and for long), so that turns do not each take
+    # one of the database's connections. A worker's task runs its turn on a loop of its own
+    # that ends with it: that loop's connection and keeper end with its turn.
+    loop = asyncio.get_running_loop()
+    holder = _holders.get(loop)
     if holder is None:
-        holder = _holders[asyncio.get_running_loop()] = _SharedConnection()
-    async with holder.used() as conn:
-        await _take(conn, key)
+        holder = _holders[loop] = _LockConnection()
+    async with holder.used():
+        await holder.take(key)
         try:
             yield
         finally:
-            try:
-                await asyncio.shield(conn.execute("SELECT pg_advisory_unlock(%s, %s)", key))
-            except Exception:  # a connection that died took its locks with it
-                logger.warning("could not release session %s's lock", session_id, exc_info=True)
-                holder.drop(conn)
+            await asyncio.shield(holder.release(key))
+            task = asyncio.current_task()
+            if task is not None:
+                # The loss concerned this turn only: the task may run the session's next.
+                _lost.discard(task)
 
 
-async def _take(conn: Any, key: tuple[int, int]) -> None:
-    while True:
-        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
-        row = await cursor.fetchone()
-        if row and row[0]:
-            return
-        await asyncio.sleep(POLL_SECONDS)
+class _LockConnection:
+    """The connection that holds the locks of one event loop's turns, open while any of them
+    holds or waits for one: an idle process keeps no connection for locks.
 
+    PostgreSQL may drop it (a restart, a terminated backend, a failover), and the locks go
+    with it. A keeper task looks at the idle connection every `KEEP_SECONDS`: the server
+    writes to it only to say why it closes it (or, rarely, a setting's new value, which one
+    query settles). When it is gone, the keeper opens another and takes every lock again. A
+    lock another process took meanwhile belongs to a turn of that process now: the turn
+    that held it here is cancelled (`lost_lock` tells it why) and saves nothing more.
 
-@contextlib.asynccontextmanager
-async def _own_connection() -> AsyncIterator[Any]:
-    conn = await _connect()
-    try:
-        yield conn
-    finally:
-        # Closing the connection releases the lock; a cancel arriving meanwhile must not
-        # leave the connection, and with it the lock, open.
-        await asyncio.shield(conn.close())
-
-
-class _SharedConnection:
-    """The connection that holds every lock of one event loop's turns, open while any of
-    them holds or waits for one: an idle process keeps no connection for locks."""
+    Why a keeper rather than a look at the connection before each write: a turn spends most
+    of its time waiting for the model, not writing, and a turn that only found out at its
+    next write would call the model beside its successor for as long as that call lasts.
+    The keeper makes the loss known within `KEEP_SECONDS`, and a turn that takes a lock
+    while its session's previous turn is still open gives that turn `TAKEOVER_SECONDS` to
+    notice and end first (`agent.turn.service`), so that two turns of a session never run
+    at once. A connection cut without a word (a network partition) is found only by TCP's
+    own keepalives; the session's fencing token (`Session.turn`) still keeps that turn's
+    writes out once another has started. One keeper serves all the turns of the loop, so it
+    starts in a context of its own (`detached_context`), not the one of the turn (a view's)
+    that happened to start it.
+    """
 
     def __init__(self) -> None:
         self.conn: Any = None
         self.users = 0
+        # Held while the connection is opened, or used: the locks held and the connection
+        # holding them change together.
         self.opening = asyncio.Lock()
+        # The locks held, each with the turn (task) that holds it.
+        self.held: dict[tuple[int, int], asyncio.Task[Any]] = {}
+        self.keeper: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
-    async def used(self) -> AsyncIterator[Any]:
+    async def used(self) -> AsyncIterator[None]:
         self.users += 1
         try:
-            async with self.opening:
-                if self.conn is None or self.conn.closed:
-                    self.conn = await _connect()
-                conn = self.conn
-            yield conn
+            yield
         finally:
             self.users -= 1
-            if not self.users and self.conn is not None:
-                idle, self.conn = self.conn, None
-                await asyncio.shield(idle.close())
+            if not self.users:
+                await asyncio.shield(self._close())
 
-    def drop(self, conn: Any) -> None:
-        if self.conn is conn:
-            self.conn = None
+    async def _close(self) -> None:
+        idle, self.conn = self.conn, None
+        keeper, self.keeper = self.keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            await asyncio.wait([keeper])
+        if idle is not None:
+            await _close_quietly(idle)
+
+    async def take(self, key: tuple[int, int]) -> None:
+        """Wait until this loop holds `key`, for the current task."""
+        task = asyncio.current_task()
+        assert task is not None  # a lock is taken inside a task
+        while True:
+            async with self.opening:
+                conn = await self._connection(attempts=CONNECT_ATTEMPTS)
+                try:
+                    taken = await _try_lock(conn, key)
+                except psycopg.OperationalError:
+                    # Gone, with whatever it held: the next round opens another and takes
+                    # the other turns' locks again.
+                    await _close_quietly(conn)
+                    continue
+                if taken:
+                    self.held[key] = task
+                    if self.keeper is None or self.keeper.done():
+                        self.keeper = asyncio.create_task(
+                            self._keep(), name="session-lock-keeper", context=detached_context()
+                        )
+                    return
+            await asyncio.sleep(POLL_SECONDS)
+
+    async def release(self, key: tuple[int, int]) -> None:
+        # At once: the keeper must not take the lock again, nor cancel the turn that is
+        # letting go of it.
+        if self.held.pop(key, None) is None:
+            return  # lost to another process's turn
+        async with self.opening:
+            conn = self.conn
+            if conn is None or conn.closed:
+                return  # a connection that died took its locks with it
+            try:
+                await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+            except psycopg.OperationalError:
+                logger.warning("could not release the session lock %s", key, exc_info=True)
+                await _close_quietly(conn)
+
+    async def _keep(self) -> None:
+        while self.held:
+            await asyncio.sleep(KEEP_SECONDS)
+            if self.opening.locked() or not _has_news(self.conn):
+                continue  # in use (whoever uses it finds out), or quiet
+            async with self.opening:
+                conn = self.conn
+                if conn is not None and not conn.closed:
+                    try:
+                        await conn.execute("SELECT 1")
+                        continue
+                    except psycopg.OperationalError:
+                        await _close_quietly(conn)
+                logger.warning("the connection holding the session locks was lost")
+                try:
+                    await self._connection(attempts=1)
+                except psycopg.OperationalError:
+                    # The database is away: no one else gets the locks meanwhile either.
+                    logger.warning("could not take the session locks again yet", exc_info=True)
+
+    async def _connection(self, *, attempts: int) -> Any:
+        """The open connection; a new one if it was lost, holding again every lock the lost
+        one held that no one else has taken meanwhile. Called under `opening`."""
+        if self.conn is not None and not self.conn.closed:
+            return self.conn
+        self.conn = None
+        conn = await _connect(attempts=attempts)
+        try:
+            for key, task in list(self.held.items()):
+                if await _try_lock(conn, key):
+                    logger.info("took the session lock %s again", key)
+                    continue
+                logger.warning("the session lock %s went to another turn; its turn here stops", key)
+                del self.held[key]
+                _lost.add(task)
+                task.cancel()
+        except BaseException:
+            await _close_quietly(conn)
+            raise
+        self.conn = conn
+        return conn
 
 
-_holders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedConnection] = (
+_holders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LockConnection] = (
     weakref.WeakKeyDictionary()
 )
+_lost: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-async def _connect() -> Any:
+def lost_lock() -> bool:
+    """Whether the current task was cancelled because its session's lock went to another
+    turn (its database connection was dropped, and someone else took the lock meanwhile)."""
+    task = asyncio.current_task()
+    return task is not None and task in _lost
+
+
+async def _try_lock(conn: Any, key: tuple[int, int]) -> bool:
+    cursor = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+    row = await cursor.fetchone()
+    return bool(row and row[0])
+
+
+def _has_news(conn: Any) -> bool:
+    """Whether the server wrote to the idle connection (or it is gone): at once, without
+    asking it anything."""
+    if conn is None or conn.closed:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
+async def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()
+
+
+async def _connect(*, attempts: int) -> Any:
     """A connection for locks. Not Django's: Django may close its connections between two
     queries of a turn, and a session-level advisory lock goes with them. A database that
-    refuses for a moment (a restart, a full connection table) is asked again a few times
-    before the turn gives up."""
-    import psycopg
-
+    refuses for a moment (a restart, a full connection table) is asked again, up to
+    `attempts` times in all."""
     params = connections["default"].get_connection_params()
     for django_only in ("cursor_factory", "context"):
         params.pop(django_only, None)
-    for attempt in range(CONNECT_ATTEMPTS):
+    for attempt in range(attempts):
         try:
             return await psycopg.AsyncConnection.connect(**params, autocommit=True)
         except psycopg.OperationalError:
-            if attempt == CONNECT_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise
             await asyncio.sleep(0.25 * 2**attempt)
     raise AssertionError("unreachable")
@@ -167,6 +281,12 @@ async def _connect() -> Any:
 
 def _on_postgresql() -> bool:
     return connections["default"].vendor == "postgresql"
+
+
+def can_be_lost() -> bool:
+    """Whether a session lock can be lost while held: the database's advisory lock goes with
+    a dropped connection; the embedded default's file lock lasts as long as its process."""
+    return _on_postgresql()
 
 
 def _open_lock_file(lock_dir: Path, session_id: int) -> int:

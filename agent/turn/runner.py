@@ -29,6 +29,7 @@ from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.turn import live, memory, store
 from agent.turn.cron import OwnerSchedules
 from agent.turn.delivery import Delivery
+from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
 from agent.turn.profiles import profile_for
@@ -41,6 +42,10 @@ from sessions_app.services import SessionDeleted
 logger = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped."
+LOST_LOCK_TEXT = (
+    "This turn stopped: its connection to the database was lost, and another turn of this "
+    "conversation started meanwhile. Nothing more of it was saved; send your message again."
+)
 
 # Records being closed after a stop; the event loop keeps only weak references to tasks.
 _closing: set[asyncio.Future[Any]] = set()
@@ -147,6 +152,11 @@ class TurnRunner:
         except asyncio.CancelledError:
             unwatch()  # it must not cancel the turn a second time while it closes
             self.ctx.cancelled.set()
+            if lost_lock():
+                # Not a stop: the session's lock went to another turn, which now owns the
+                # conversation. This one fails, and says so, but saves nothing more.
+                task.uncancel()
+                return await self._close_lost()
             await self._close_stopped()
             raise
         except SessionDeleted:
@@ -251,7 +261,30 @@ class TurnRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(closing)
 
-    async def _close(self, outcome: LoopResult, *, cancelled: bool = False) -> TurnResult:
+    async def _close_lost(self) -> TurnResult:
+        done = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
+        lost = LoopResult(
+            text=LOST_LOCK_TEXT,
+            status="failed",
+            iterations=done.iterations,
+            tools_used=done.tools_used,
+            usage=done.usage,
+            cost=done.cost,
+            error="lost the session's lock to another turn",
+            error_kind="lost_lock",
+        )
+        # As a stop's, the closing must finish: the next turn waits for this run to end.
+        closing = asyncio.ensure_future(self._close(lost, lost=True))
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+        while not closing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(closing)
+        return closing.result()
+
+    async def _close(
+        self, outcome: LoopResult, *, cancelled: bool = False, lost: bool = False
+    ) -> TurnResult:
         # The record is closed after the messages it counts are saved, and is closed whatever
         # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
         # then updates nothing.
@@ -262,6 +295,10 @@ class TurnRunner:
             logger.info("the session of run %s was deleted while it ran", self.run_id)
         except Exception:
             logger.exception("a message of run %s could not be saved", self.run_id)
+        if lost:
+            # What it still held (its answer, or the part of one it was cut off in) came
+            # after it lost the lock: saving it could interleave with the next turn's.
+            messages = []
         status = Run.Status.CANCELLED if cancelled else outcome.status
         try:
             await store.finish_run(

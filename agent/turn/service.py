@@ -9,6 +9,7 @@ protocol; none of them holds agent logic.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from agent.turn.errors import (
     validate_content,
     validate_model_name,
 )
-from agent.turn.locks import session_lock, tracked
+from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.runner import STOPPED_TEXT, TurnResult, TurnRunner
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
@@ -32,6 +33,12 @@ from sessions_app.services import SessionDeleted
 logger = logging.getLogger(__name__)
 
 __all__ = ["SessionRef", "TurnResult", "run_queued", "run_recorded", "run_turn"]
+
+# How long a turn that got its session's lock gives the session's previous turn, still
+# open, to end: if that turn's process lives, it notices within `locks.KEEP_SECONDS` that its
+# lock was lost and stops.
+TAKEOVER_SECONDS = 2.0
+TAKEOVER_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +140,7 @@ async def _run(
         raise ModelNotConfigured()
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
+            await _previous_turn_ended(session)
             if queued is None:
                 run = await store.start_run(
                     session=session, channel=channel, prompt=content, model=model_id
@@ -158,6 +166,25 @@ async def _run(
             result = await runner()
     await runner.consolidate_if_due()
     return result
+
+
+async def _previous_turn_ended(session: Session) -> None:
+    """Wait, a little, for the session's previous turn to end, if it is still open.
+
+    It normally ended before its lock was let go. Still open, it either died with its
+    process, or it is running on after its database connection (and with it the lock) was
+    dropped: it notices within `locks.KEEP_SECONDS`, stops and closes its record, and must
+    not call the model beside this one meanwhile. A dead one is waited for no longer than
+    `TAKEOVER_SECONDS`.
+    """
+    if not can_be_lost():
+        return
+    deadline = asyncio.get_running_loop().time() + TAKEOVER_SECONDS
+    while await store.current_turn_open(session_id=session.pk):
+        if asyncio.get_running_loop().time() >= deadline:
+            logger.warning("the previous turn of %s is still open; this one goes on", session.key)
+            return
+        await asyncio.sleep(TAKEOVER_POLL_SECONDS)
 
 
 async def _answer(
