@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from django.db import connections
 
 from agent.turn.db import detached_context
@@ -146,6 +145,8 @@ class _LockConnection:
 
     async def take(self, key: tuple[int, int]) -> None:
         """Wait until this loop holds `key`, for the current task."""
+        import psycopg  # here, not at the top: on SQLite it would cost a fifth of a second
+
         task = asyncio.current_task()
         assert task is not None  # a lock is taken inside a task
         while True:
@@ -168,6 +169,8 @@ class _LockConnection:
             await asyncio.sleep(POLL_SECONDS)
 
     async def release(self, key: tuple[int, int]) -> None:
+        import psycopg
+
         # At once: the keeper must not take the lock again, nor cancel the turn that is
         # letting go of it.
         if self.held.pop(key, None) is None:
@@ -183,6 +186,8 @@ class _LockConnection:
                 await _close_quietly(conn)
 
     async def _keep(self) -> None:
+        import psycopg
+
         while self.held:
             await asyncio.sleep(KEEP_SECONDS)
             if self.opening.locked() or not _has_news(self.conn):
@@ -247,6 +252,8 @@ async def _try_lock(conn: Any, key: tuple[int, int]) -> bool:
 def _has_news(conn: Any) -> bool:
     """Whether the server wrote to the idle connection (or it is gone): at once, without
     asking it anything."""
+    import psycopg
+
     if conn is None or conn.closed:
         return True
     try:
@@ -266,6 +273,8 @@ async def _connect(*, attempts: int) -> Any:
     queries of a turn, and a session-level advisory lock goes with them. A database that
     refuses for a moment (a restart, a full connection table) is asked again, up to
     `attempts` times in all."""
+    import psycopg
+
     params = connections["default"].get_connection_params()
     for django_only in ("cursor_factory", "context"):
         params.pop(django_only, None)
