@@ -7,6 +7,7 @@ import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
 import { Composer } from "./composer.js";
+import { Attach } from "./attach.js";
 import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
 
@@ -21,6 +22,7 @@ const config = {
   defaultModel: data.defaultModel || "",
   loginUrl: data.loginUrl || "/accounts/login/",
   sessionsUrl: (data.sessionsUrl || "/api/sessions").replace(/\/+$/, ""),
+  uploadsUrl: data.uploadsUrl || "/api/uploads",
 };
 
 const dom = {
@@ -103,6 +105,16 @@ const composer = new Composer(
     hint: $("composer-hint"),
   },
   { onSubmit: submitMessage, onStop: stopTurn },
+);
+
+new Attach(
+  { button: $("attach"), input: $("attach-input") },
+  {
+    url: config.uploadsUrl,
+    onAttached: (path) => composer.addLine(`Attached: ${path}`),
+    onError: (message) => notice(message),
+    onLoginLost: () => goLogin(),
+  },
 );
 
 const frames = new Frames({

@@ -58,6 +58,17 @@ export class Composer {
     this.updateHint();
   }
 
+  /** Add `line` on a line of its own after what is written, and go on writing. */
+  addLine(line) {
+    const input = this.dom.input;
+    const before = input.value;
+    input.value = before && !before.endsWith("\n") ? `${before}\n${line}\n` : `${before}${line}\n`;
+    this.autoGrow();
+    this.updateHint();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
   /** The box as the page opens: the usual hint, the height of its content. */
   start() {
     this.dom.hint.textContent = DEFAULT_HINT;

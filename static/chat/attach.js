@@ -1,0 +1,57 @@
+// The attach button: the chosen file goes into the user's folder (POST /api/uploads) and its
+// path into the message box, so that the next message tells the agent where the file is.
+
+import { csrfToken } from "./util.js";
+
+export class Attach {
+  /**
+   * dom: {button, input}; options: {url, onAttached(path), onError(message), onLoginLost()}
+   */
+  constructor(dom, options) {
+    this.dom = dom;
+    this.o = options;
+    dom.button.addEventListener("click", () => dom.input.click());
+    dom.input.addEventListener("change", () => {
+      const file = dom.input.files && dom.input.files[0];
+      dom.input.value = ""; // the same file chosen again is a new upload
+      if (file) this.upload(file);
+    });
+  }
+
+  async upload(file) {
+    const { button } = this.dom;
+    button.disabled = true;
+    button.setAttribute("aria-busy", "true");
+    const then = await this.send(file);
+    // Usable again before the box takes focus, so that the next file can follow at once.
+    button.disabled = false;
+    button.removeAttribute("aria-busy");
+    then();
+  }
+
+  /** What to do once the upload of `file` is over. */
+  async send(file) {
+    const body = new FormData();
+    body.append("file", file);
+    let response;
+    let data = null;
+    try {
+      response = await fetch(this.o.url, {
+        method: "POST",
+        body,
+        credentials: "same-origin",
+        headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+      });
+      data = await response.json().catch(() => null); // not JSON: a proxy's page
+    } catch (error) {
+      const reason = error && error.message ? error.message : "the upload failed";
+      return () => this.o.onError(`Could not attach ${file.name}: ${reason}`);
+    }
+    if (response.status === 401) return () => this.o.onLoginLost();
+    if (!response.ok || !data || typeof data.path !== "string") {
+      const detail = data && typeof data.detail === "string" ? data.detail : `${response.status} ${response.statusText}`.trim();
+      return () => this.o.onError(`Could not attach ${file.name}: ${detail}`);
+    }
+    return () => this.o.onAttached(data.path);
+  }
+}

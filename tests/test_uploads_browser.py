@@ -1,0 +1,84 @@
+"""The chat page's attach button in a real headless Chromium: the chosen file lands in the
+user's folder, its path in the message box, and a file past the cap is refused aloud."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.llm_server import ScriptedLLM
+from tests.test_browser import USERNAME, log_in, page  # noqa: F401  (the `page` fixture)
+from tests.test_browser import pytestmark as browser_marks
+
+pytestmark = browser_marks
+
+
+@pytest.fixture
+def small_uploads(site_env: dict[str, str]) -> None:
+    site_env["AGENT_MAX_UPLOAD_BYTES"] = "1000"
+
+
+def test_a_file_attached_on_the_page(
+    small_uploads: None,
+    page,  # noqa: F811
+    live_site: str,
+    llm: ScriptedLLM,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
+    chosen = tmp_path / "figures.csv"
+    chosen.write_text("apples,42\n")
+
+    page.fill("#composer", "Please sum these up")
+    attach = page.get_by_role("button", name="Attach a file")
+    with page.expect_file_chooser() as chooser:
+        attach.click()
+    chooser.value.set_files(str(chosen))
+
+    composer = page.locator("#composer")
+    expect(composer).to_have_value("Please sum these up\nAttached: uploads/figures.csv\n")
+    expect(composer).to_be_focused()
+    stored = workspace / "users" / USERNAME / "uploads" / "figures.csv"
+    assert stored.read_text() == "apples,42\n"
+
+    # The same name again is kept beside the first, from the keyboard this time. Enter on
+    # the button opens the file input; Chromium does not always report a second chooser of
+    # one input to the test, so the file is given to the input itself.
+    page.evaluate(
+        """() => document.getElementById("attach-input").addEventListener(
+             "click", () => { window.chooserOpened = true; })"""
+    )
+    expect(attach).to_be_enabled()
+    attach.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("window.chooserOpened") is True
+    page.set_input_files("#attach-input", str(chosen))
+    expect(composer).to_have_value(
+        "Please sum these up\nAttached: uploads/figures.csv\nAttached: uploads/figures (1).csv\n"
+    )
+    assert (stored.parent / "figures (1).csv").read_text() == "apples,42\n"
+
+    # The agent is told where the file is, and reads it.
+    llm.tool_call("read_file", {"path": "uploads/figures.csv"}).reply("42 apples.")
+    page.press("#composer", "Enter")
+    expect(page.locator(".msg.user").last).to_contain_text("Attached: uploads/figures.csv")
+    expect(page.locator(".msg.assistant").last).to_contain_text("42 apples.")
+    tool_results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "apples,42" in tool_results[0]["content"]
+
+    # Too large: said in the notices, nothing added to the box or the folder.
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * 1001)
+    with page.expect_file_chooser() as chooser:
+        attach.click()
+    chooser.value.set_files(str(big))
+    expect(page.locator(".notice")).to_contain_text(
+        "Could not attach big.bin: The file is too large: at most 1000 bytes are accepted."
+    )
+    expect(composer).to_have_value("")
+    expect(attach).to_be_enabled()
+    assert sorted(p.name for p in stored.parent.iterdir()) == ["figures (1).csv", "figures.csv"]
