@@ -243,7 +243,7 @@ def live_site(site_env: dict[str, str]) -> Iterator[str]:
     env = {**site_env, "DJANGO_SUPERUSER_USERNAME": LOGIN[0], "DJANGO_SUPERUSER_PASSWORD": LOGIN[1]}
     subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
     port = free_port()
-    command = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
+    command = [sys.executable, "-m", "agentsite.web", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
     server = subprocess.Popen([*command, "agentsite.asgi:application"], cwd=ROOT, env=env)
     try:
         wait_for_port(port, server)

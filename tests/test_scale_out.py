@@ -55,7 +55,7 @@ def processes(env: dict[str, str]) -> Iterator[list[str]]:
     """Two web processes and two workers; the web processes' base URLs."""
     subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
     ports = [free_port(), free_port()]
-    daphne = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1"]
+    daphne = [sys.executable, "-m", "agentsite.web", "-v", "0", "-b", "127.0.0.1"]
     web = [
         subprocess.Popen(
             [*daphne, "-p", str(port), "agentsite.asgi:application"],

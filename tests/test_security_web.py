@@ -355,7 +355,7 @@ def test_serve_stops_every_process_it_started_on_sigterm(
     serving: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
     serve, mark, log = serving
-    assert any("daphne" in cmd for cmd in marked_processes(mark).values())
+    assert any("agentsite.web" in cmd for cmd in marked_processes(mark).values())
     serve.send_signal(signal.SIGTERM)
     serve.wait(timeout=60)
     wait_until(lambda: not marked_processes(mark), 15, lambda: f"left: {marked_processes(mark)}")

@@ -42,7 +42,7 @@ def daphne(site_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[str, Path
     subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
     port = free_port()
     log = tmp_path / "daphne.log"
-    command = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
+    command = [sys.executable, "-m", "agentsite.web", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
     with log.open("wb") as sink:
         server = subprocess.Popen(
             [*command, "agentsite.asgi:application"], cwd=ROOT, env=env, stderr=sink

@@ -102,7 +102,7 @@ class Command(BaseCommand):
             "web": [
                 sys.executable,
                 "-m",
-                "daphne",
+                "agentsite.web",
                 # A WebSocket's opening handshake may take this long (daphne's default is
                 # 5 s): a burst of a few hundred chats opening at once on a busy process
                 # took longer, and a dropped handshake reaches the page as a failed connect.

@@ -1,0 +1,30 @@
+"""The site's web process: daphne, as `manage.py serve` runs it (`python -m agentsite.web`
+takes daphne's own arguments).
+
+One change to daphne: Twisted, under it, parses a POST's form body (multipart or
+urlencoded) into arguments of its own before daphne hands the raw body to Django. Nothing
+reads them, an upload would sit in memory twice, and a body it cannot parse is answered
+with a bare 400 and no JSON before the site ever sees it. Here Twisted leaves bodies alone,
+and Django alone parses them, with its limits and its error answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def main() -> None:
+    from daphne import http_protocol
+    from daphne.cli import CommandLineInterface
+
+    class RawBodyRequest(http_protocol.WebRequest):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
+
+    # daphne's factory looks the class up by this name each time it makes a connection.
+    http_protocol.WebRequest = RawBodyRequest
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
