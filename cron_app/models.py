@@ -125,19 +125,17 @@ class CronJob(models.Model):
             else None
         )
 
-    def plan_after(self, due: datetime, now: datetime) -> None:
-        """Set `next_run` for the run after the one due at `due`."""
-        self.next_run = (
-            timing.following(
-                kind=self.kind,
-                every_seconds=self.every_seconds,
-                cron_expr=self.cron_expr,
-                tz=self.tz,
-                due=due,
-                now=now,
-            )
-            if self.enabled
-            else None
+    def following(self, *, due: datetime, now: datetime) -> datetime | None:
+        """When the job runs after the run that was due at `due` (None: not again). Raises
+        what its timing does when that cannot be computed (a time zone gone, or fields
+        changed behind validation's back)."""
+        return timing.following(
+            kind=self.kind,
+            every_seconds=self.every_seconds,
+            cron_expr=self.cron_expr,
+            tz=self.tz,
+            due=due,
+            now=now,
         )
 
 

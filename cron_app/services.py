@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from cron_app import timing
 from cron_app.models import SCHEDULE_FIELDS, CronJob
 
 # The worker's task that runs a job (a door; named, not imported, so the data stays below).
@@ -99,14 +98,7 @@ def claim(*, job: CronJob, now: datetime) -> Claim | None:
     taken = Claim(
         job_id=job.pk,
         due=job.next_run,
-        following=timing.following(
-            kind=job.kind,
-            every_seconds=job.every_seconds,
-            cron_expr=job.cron_expr,
-            tz=job.tz,
-            due=job.next_run,
-            now=now,
-        ),
+        following=job.following(due=job.next_run, now=now),
         enabled=job.kind != CronJob.Kind.AT,
     )
     updated = CronJob.objects.filter(pk=job.pk, enabled=True, next_run=taken.due).update(
