@@ -72,14 +72,23 @@ def start_due(*, overdue_by: timedelta = timedelta(0), broker: Any = None) -> in
 
 
 def start_each(jobs: list[CronJob], *, now: datetime, broker: Any = None) -> int:
+    """Start each of `jobs` that is still due; how many this call started. A job whose
+    timing is broken is disabled by its claim; a run the broker refuses ends the pass."""
     started = 0
-    for job in jobs:
+    for number, job in enumerate(jobs):
         try:
             started += start(job, now=now, broker=broker)
         except DatabaseError:
             raise
-        except Exception:  # one job's broken timing must not hold back the others
-            logger.exception("could not start cron job %s", job.pk)
+        except Exception:
+            # The broker (Redis) down or refusing: the rest would fail alike, each with a
+            # claim to give back. They stay due, for the next look.
+            logger.exception(
+                "could not queue cron job %s; %d more due wait for the next look",
+                job.pk,
+                len(jobs) - number - 1,
+            )
+            break
     return started
 
 
@@ -103,14 +112,16 @@ class Dispatcher:
             jobs = upcoming(until=now + timedelta(seconds=self.poll))
             due = [job for job in jobs if job.next_run is not None and job.next_run <= now]
             later = jobs[len(due) :]
-            start_each(due, now=now, broker=self.broker)
+            started = start_each(due, now=now, broker=self.broker)
         except DatabaseError:
             # PostgreSQL restarting, say: a connection it dropped is opened afresh next time.
             logger.exception("the cron dispatcher could not read the jobs; it tries again")
             connections.close_all()
             return self.poll
-        if len(jobs) == BATCH and not later:
-            return 0.0  # more were due than one look takes
+        if len(jobs) == BATCH and not later and started:
+            # More were due than one look takes. Not when none of them started (the broker
+            # down, say): looking again at once would be a tight loop of reads.
+            return 0.0
         if not later:
             return self.poll
         assert later[0].next_run is not None  # upcoming() reads only planned jobs

@@ -3,15 +3,19 @@ claim that starts a due job exactly once."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from cron_app.models import SCHEDULE_FIELDS, CronJob
+
+logger = logging.getLogger(__name__)
 
 # The worker's task that runs a job (a door; named, not imported, so the data stays below).
 RUN_TASK = "agent.doors.worker.run_cron_job"
@@ -92,19 +96,44 @@ def claim(*, job: CronJob, now: datetime) -> Claim | None:
     """Take the run of `job` due at its `next_run` (as read) and plan the one after, in one
     conditional UPDATE: of any number of dispatchers that try at once, one gets the claim,
     the others None, as does a job changed or taken since it was read. A one-off job is
-    disabled (kept, with its last run, for the record)."""
+    disabled (kept, with its last run, for the record), and so is a job whose next run
+    cannot be computed (`give_up`)."""
     if job.next_run is None:
+        return None
+    try:
+        following = job.following(due=job.next_run, now=now)
+    except Exception as exc:  # the job's own fields: no later look would do better
+        give_up(job=job, reason=exc, now=now)
         return None
     taken = Claim(
         job_id=job.pk,
         due=job.next_run,
-        following=job.following(due=job.next_run, now=now),
+        following=following,
         enabled=job.kind != CronJob.Kind.AT,
     )
     updated = CronJob.objects.filter(pk=job.pk, enabled=True, next_run=taken.due).update(
         next_run=taken.following, enabled=taken.enabled, updated=now
     )
     return taken if updated else None
+
+
+def give_up(*, job: CronJob, reason: Exception, now: datetime) -> bool:
+    """Disable `job`, whose run due at its `next_run` (as read) cannot be planned past, with
+    why on its record; unless the job changed since (it was fixed, say). Whether it did: of
+    dispatchers that try at once, one logs it."""
+    messages = reason.messages if isinstance(reason, ValidationError) else [str(reason)]
+    why = "; ".join(message for message in messages if message) or type(reason).__name__
+    error = f"disabled: its next run could not be computed ({why})"
+    updated = CronJob.objects.filter(pk=job.pk, enabled=True, next_run=job.next_run).update(
+        enabled=False,
+        next_run=None,
+        last_status=CronJob.Status.FAILED,
+        last_error=error[:2000],
+        updated=now,
+    )
+    if updated:
+        logger.error("cron job %s is %s", job.pk, error, exc_info=reason)
+    return bool(updated)
 
 
 def unclaim(*, taken: Claim) -> None:
