@@ -87,3 +87,49 @@ def test_a_cancelled_queued_run_takes_no_turn() -> None:
 
     assert services.begin_run(run_id=queued.pk, model="m") is None
     assert Session.objects.get(pk=session.pk).turn == running.pk
+
+
+# ---- a whole turn, overtaken -----------------------------------------------------------
+
+
+async def _overtake(key: str) -> None:
+    """Another turn of the session takes over, as one that got the lock this turn lost."""
+    from uuid import uuid4
+
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(Session.objects.filter(key=key).update)(turn=uuid4())
+
+
+@pytest.mark.usefixtures("agent_settings")
+@pytest.mark.parametrize("when", ["mid-turn", "at its end"])
+async def test_an_overtaken_turn_ends_failed_and_says_why(when: str, llm, ada) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from agent.events import Collector
+    from agent.turn.runner import LOST_LOCK_TEXT
+    from agent.turn.service import SessionRef, run_turn
+
+    key = f"web:overtaken-{when.replace(' ', '-')}"
+    if when == "mid-turn":
+        llm.tool_call("exec", {"command": "sleep 1"})
+    llm.reply("the answer nobody should see", chunks=8, chunk_delay=0.1)
+    events = Collector()
+    turn = asyncio.create_task(run_turn(SessionRef(key, ada), "go", channel="web", emit=events))
+    async with asyncio.timeout(10):
+        while not events.of_type("tool_call" if when == "mid-turn" else "stream_chunk"):
+            await asyncio.sleep(0.02)
+    await _overtake(key)
+    result = await asyncio.wait_for(turn, 15)
+
+    assert result.status == Run.Status.FAILED and result.error_kind == "lost_lock"
+    assert result.text == LOST_LOCK_TEXT
+    assert events.of_type("thinking_finished")
+    run = await sync_to_async(Run.objects.get)(session__key=key)
+    assert run.status == Run.Status.FAILED and run.finished is not None
+    said = await sync_to_async(list)(
+        Message.objects.filter(session__key=key).values_list("content", flat=True)
+    )
+    assert "the answer nobody should see" not in said

@@ -37,7 +37,7 @@ from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
-from sessions_app.services import SessionDeleted
+from sessions_app.services import SessionDeleted, TurnSuperseded
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class TurnRunner:
         self.content = content
         # Every event of the turn passes through it, so that a socket that opens meanwhile
         # can join the stream.
-        self.live = live.streaming(run.pk, emit)
+        self.live = live.LiveTurn(run.pk, emit)
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
@@ -123,6 +123,7 @@ class TurnRunner:
         self.history_share: tuple[int, int] | None = None
 
     async def __call__(self) -> TurnResult:
+        self.live.open()
         try:
             return await self._turn()
         finally:
@@ -156,9 +157,14 @@ class TurnRunner:
                 # Not a stop: the session's lock went to another turn, which now owns the
                 # conversation. This one fails, and says so, but saves nothing more.
                 task.uncancel()
-                return await self._close_lost()
+                return await self._close_for_sure(self._lost(), lost=True)
             await self._close_stopped()
             raise
+        except TurnSuperseded:
+            # The same, found by a write: another turn of the session started since.
+            unwatch()
+            self.ctx.cancelled.set()
+            return await self._close_for_sure(self._lost(), lost=True)
         except SessionDeleted:
             # Deleted with its run and messages while the turn ran: nothing is left to
             # record, and the door says why the turn ended.
@@ -252,18 +258,13 @@ class TurnRunner:
         # What the turn did before the stop still counts: iterations, tools, tokens.
         stopped = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
         stopped.text = STOPPED_TEXT
-        # Closing the record must finish even if another cancel arrives meanwhile, and the
-        # session's lock is held until it has: the next turn must find every message saved.
-        closing = asyncio.ensure_future(self._close(stopped, cancelled=True))
-        _closing.add(closing)
-        closing.add_done_callback(_closing.discard)
-        while not closing.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(closing)
+        await self._close_for_sure(stopped, cancelled=True)
 
-    async def _close_lost(self) -> TurnResult:
+    def _lost(self) -> LoopResult:
+        """The outcome of a turn another turn of its session overtook: what it did before
+        still counts, but it failed."""
         done = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
-        lost = LoopResult(
+        return LoopResult(
             text=LOST_LOCK_TEXT,
             status="failed",
             iterations=done.iterations,
@@ -273,8 +274,11 @@ class TurnRunner:
             error="lost the session's lock to another turn",
             error_kind="lost_lock",
         )
-        # As a stop's, the closing must finish: the next turn waits for this run to end.
-        closing = asyncio.ensure_future(self._close(lost, lost=True))
+
+    async def _close_for_sure(self, outcome: LoopResult, **how: bool) -> TurnResult:
+        """Close the record even if another cancel arrives meanwhile: the session's lock is
+        held until it is closed, and the next turn must find every message saved."""
+        closing = asyncio.ensure_future(self._close(outcome, **how))
         _closing.add(closing)
         closing.add_done_callback(_closing.discard)
         while not closing.done():
@@ -293,27 +297,23 @@ class TurnRunner:
             messages = await self.log.held()
         except SessionDeleted:
             logger.info("the session of run %s was deleted while it ran", self.run_id)
+        except TurnSuperseded:
+            outcome, cancelled, lost = self._lost(), False, True
         except Exception:
             logger.exception("a message of run %s could not be saved", self.run_id)
         if lost:
             # What it still held (its answer, or the part of one it was cut off in) came
             # after it lost the lock: saving it could interleave with the next turn's.
             messages = []
-        status = Run.Status.CANCELLED if cancelled else outcome.status
+        status: str = Run.Status.CANCELLED if cancelled else outcome.status
         try:
-            await store.finish_run(
-                run=self.run,
-                status=status,
-                text=outcome.text,
-                error=outcome.error or ("stopped by the user" if cancelled else None),
-                iterations=outcome.iterations,
-                tools_used=outcome.tools_used,
-                usage=outcome.usage,
-                cost=outcome.cost,
-                messages=messages,
-            )
+            await self._finish(outcome, status, messages, cancelled=cancelled)
         except SessionDeleted:
             logger.info("the session of run %s was deleted as it ended", self.run_id)
+        except TurnSuperseded:
+            # Overtaken between its last write and its end: the run closes, without them.
+            outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
+            await self._finish(outcome, status, [], cancelled=False)
         await self.emit(ThinkingFinished(run_id=self.run_id))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
@@ -334,4 +334,19 @@ class TurnRunner:
             error=outcome.error,
             error_kind=outcome.error_kind,
             delivered=succeeded and bool(self.delivery.said),
+        )
+
+    async def _finish(
+        self, outcome: LoopResult, status: str, messages: list[Entry], *, cancelled: bool
+    ) -> None:
+        await store.finish_run(
+            run=self.run,
+            status=status,
+            text=outcome.text,
+            error=outcome.error or ("stopped by the user" if cancelled else None),
+            iterations=outcome.iterations,
+            tools_used=outcome.tools_used,
+            usage=outcome.usage,
+            cost=outcome.cost,
+            messages=messages,
         )
