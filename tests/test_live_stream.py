@@ -4,6 +4,7 @@ gets the text so far, then the rest: the chunks it sees join to the saved reply.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -121,3 +122,27 @@ async def test_a_tab_opened_after_the_turn_sees_no_stream(llm: ScriptedLLM, toke
         late.append(await again.receive_json_from())
     await again.disconnect()
     assert not [f for f in late if f["type"].startswith("stream_")]
+
+
+async def test_a_joined_tab_gets_the_thinking_notes_and_is_let_go_when_it_closes(
+    llm: ScriptedLLM, token: str
+) -> None:
+    from agent.turn import live
+
+    llm.tool_call("exec", {"command": "sleep 1.5; echo done"})
+    llm.reply(STORY, chunks=10, chunk_delay=0.1, reasoning="weighing the words")
+    first, _ = await open_chat("live5", token)
+    await first.send_json_to({"type": "message", "content": "think, then answer"})
+    [started] = [f for f in await receive_until(first, "tool_call") if f.get("run_id")][:1]
+
+    second, _ = await open_chat("live5", token)
+    frames = await receive_until(second, "stream_chunk")
+    turn = live._turns[UUID(started["run_id"])]
+    assert len(turn.viewers) == 1
+    await second.disconnect()
+    rest = await receive_until(first, "thinking_finished")
+    await first.disconnect()
+
+    assert "weighing the words" in "".join(f["content"] for f in frames if f["type"] == "thinking")
+    assert said(rest) == STORY
+    assert not turn.viewers  # it left, rather than be sent the rest until the layer refused

@@ -105,6 +105,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.follower.cancel()
         if self.joiner is not None:
             self.joiner.cancel()
+            if self.joined.is_set():
+                # The turn would go on sending this socket its stream until the layer
+                # refused it.
+                await live.ask(self.joined_run, self.channel_name, kind=live.LEAVE)
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -218,6 +222,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     def _join(self, run_id: UUID) -> None:
         """Ask for the text the running turn has streamed so far, and the rest of it."""
         self.joined = asyncio.Event()
+        self.joined_run = run_id
         self.joiner = asyncio.create_task(self._join_stream(run_id))
 
     async def _join_stream(self, run_id: UUID) -> None:

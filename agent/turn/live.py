@@ -23,11 +23,14 @@ from uuid import UUID
 from channels.layers import get_channel_layer
 
 from agent.events import Emit, Event, StreamChunk, StreamEnd, StreamStart
+from agent.turn.fanout import SHARED_TYPES
 
 logger = logging.getLogger(__name__)
 
-# A socket's request to join the stream of a run, sent to the run's group.
+# A socket's requests to join the stream of a run, and to stop getting it, sent to the
+# run's group.
 JOIN = "run.join"
+LEAVE = "run.leave"
 # The turn's answer, to the socket's channel, before any of its frames.
 JOINED = "live.joined"
 # The handler of the frames a joined socket is sent (`fanout.HANDLER`).
@@ -62,11 +65,12 @@ class LiveTurn:
             self.msg_id, self.parts = event.msg_id, []
         elif isinstance(event, StreamEnd):
             self.msg_id, self.parts = "", []
-        elif self.viewers:
-            # A shared event goes to the session's group: the joined sockets get the
-            # chunks before it first, as the turn said them.
+        elif self.viewers and event.type in SHARED_TYPES:
+            # It goes to the session's group: the joined sockets get the chunks before it
+            # first, as the turn said them.
             return self._flush_then(event)
         if self.viewers:
+            # Stream frames, and the ones only the asking socket gets (thinking notes).
             frame = event.to_dict()
             for viewer in list(self.viewers.values()):
                 viewer.push(frame)
@@ -75,6 +79,10 @@ class LiveTurn:
     async def _flush_then(self, event: Event) -> None:
         await self._flush()
         await self.downstream(event)
+
+    def open(self) -> None:
+        """The turn starts: sockets may join it from now on."""
+        _turns[self.run_id] = self
 
     def join(self, channel: str) -> None:
         """Send `channel` the message so far, then the rest of the turn's stream."""
@@ -85,6 +93,9 @@ class LiveTurn:
         if self.msg_id:
             viewer.push(StreamStart(msg_id=self.msg_id).to_dict())
             viewer.push(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)).to_dict())
+
+    def leave(self, channel: str) -> None:
+        self.viewers.pop(channel, None)
 
     async def _flush(self) -> None:
         for viewer in list(self.viewers.values()):
@@ -153,13 +164,6 @@ class _Viewer:
                     return
 
 
-def streaming(run_id: UUID, emit: Emit) -> LiveTurn:
-    """Record the stream of `run_id`'s turn, which runs in this event loop, for sockets
-    that join it; its `emit` is the turn's sink, and `close()` ends it."""
-    turn = _turns[run_id] = LiveTurn(run_id, emit)
-    return turn
-
-
 def join(run_id: UUID, channel: str) -> None:
     """A socket's request to join `run_id`'s turn, if it streams in this process."""
     turn = _turns.get(run_id)
@@ -167,16 +171,23 @@ def join(run_id: UUID, channel: str) -> None:
         turn.join(channel)
 
 
-async def ask(run_id: UUID, channel: str) -> None:
+def leave(run_id: UUID, channel: str) -> None:
+    """A socket that joined `run_id`'s turn closed."""
+    turn = _turns.get(run_id)
+    if turn is not None:
+        turn.leave(channel)
+
+
+async def ask(run_id: UUID, channel: str, *, kind: str = JOIN) -> None:
     """Ask the process running `run_id`'s turn, wherever it is, to send `channel` its
-    stream. A process with no such turn ignores it; with a layer of its own, only this
-    process hears it."""
+    stream (or, with `LEAVE`, to stop). A process with no such turn ignores it; with a
+    layer of its own, only this process hears it."""
     from agent.turn.watch import stop_group  # the watcher listens on the run's group
 
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": JOIN, "run": run_id.hex, "reply_to": channel}
+    message = {"type": kind, "run": run_id.hex, "reply_to": channel}
     try:
         await asyncio.wait_for(layer.group_send(stop_group(run_id), message), LAYER_TIMEOUT)
     except asyncio.CancelledError:

@@ -105,6 +105,8 @@ class RunWatcher:
                     self._stop(UUID(message["run"]))
                 elif message.get("type") == live.JOIN:
                     live.join(UUID(message["run"]), message["reply_to"])
+                elif message.get("type") == live.LEAVE:
+                    live.leave(UUID(message["run"]), message["reply_to"])
         except asyncio.CancelledError:
             raise
         except Exception:  # the poll still sees the flag, half a second later
