@@ -35,6 +35,13 @@ ADVISORY_LOCK_CLASS = 0x61676E74
 CONNECT_ATTEMPTS = 4
 # How often the connection holding the advisory locks is looked at while it holds any.
 KEEP_SECONDS = 0.2
+# TCP keepalives of the lock connection: a peer gone silent is found in about a minute.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
 _local_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 _running: dict[int, set[asyncio.Task[object]]] = {}
@@ -278,6 +285,10 @@ async def _connect(*, attempts: int) -> Any:
     params = connections["default"].get_connection_params()
     for django_only in ("cursor_factory", "context"):
         params.pop(django_only, None)
+    # A connection cut without a word (a network partition) would otherwise go unnoticed
+    # for the system's two hours, and its turn with it: TCP keepalives find it in a minute.
+    for name, value in KEEPALIVES.items():
+        params.setdefault(name, value)
     for attempt in range(attempts):
         try:
             return await psycopg.AsyncConnection.connect(**params, autocommit=True)
