@@ -141,8 +141,8 @@ class AgentLoop:
                 on_retry=stream.retry,
             )
         except asyncio.CancelledError:
-            # Stopped mid-reply: what the person already read stays, in the history and in
-            # the model's next call, marked as cut short.
+            # Stopped mid-reply: what the person already read stays, in the history (marked
+            # stopped) and in the model's next call.
             said = stream.said()
             await stream.end(stopped=bool(said.strip()))
             if said.strip():

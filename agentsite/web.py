@@ -19,7 +19,10 @@ def main() -> None:
 
     class RawBodyRequest(http_protocol.WebRequest):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
+            super().__init__(*args, **kwargs)
+            # What `parsePOSTFormSubmission=False` sets in the Twisted of the lock file; an
+            # older one takes no such argument, ignores the attribute and parses as before.
+            self._parsePOSTFormSubmission = False
 
     # daphne's factory looks the class up by this name each time it makes a connection.
     http_protocol.WebRequest = RawBodyRequest
