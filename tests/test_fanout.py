@@ -96,6 +96,60 @@ async def test_a_layer_that_never_comes_back_is_given_up_on(
     assert "gave up sending" in caplog.text
 
 
+class SlowLayer(InMemoryChannelLayer):
+    """An in-memory layer whose sends each take the next of `delays` (seconds)."""
+
+    def __init__(self, *delays: float) -> None:
+        super().__init__()
+        self.delays = list(delays)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        await asyncio.sleep(self.delays.pop(0))
+        await super().group_send(group, message)
+
+
+# Tasks spawned by the tests' work, held so that they are not collected while they run.
+background: set[asyncio.Future[None]] = set()
+
+
+async def publish_and_spawn() -> str:
+    """Work that publishes, and spawns a task that publishes after it has returned."""
+
+    async def later() -> None:
+        await asyncio.sleep(0.1)
+        await publish("spawned")
+
+    await publish("own")
+    # Its context a copy of this one's: it adds its send to `delivering`'s.
+    spawned = asyncio.ensure_future(later())
+    background.add(spawned)
+    spawned.add_done_callback(background.discard)
+    return "done"
+
+
+async def test_a_send_added_while_a_task_ends_is_waited_for_too(
+    listening: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    received = await listening(SlowLayer(0.2, 0.2))
+    monkeypatch.setattr(fanout, "DRAIN_WAIT", 2.0)
+    work = fanout.delivering(publish_and_spawn, what="the test's work")
+    assert await work() == "done"
+    assert await received(2) == ["own", "spawned"]
+    assert "never reached" not in caplog.text
+
+
+async def test_a_send_added_while_a_task_ends_that_never_finishes_is_counted_lost(
+    listening: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    received = await listening(SlowLayer(0.2, 60.0))
+    monkeypatch.setattr(fanout, "DRAIN_WAIT", 0.5)
+    work = fanout.delivering(publish_and_spawn, what="the test's work")
+    assert await work() == "done"
+    assert await received(1) == ["own"]
+    assert "the test's work: 1 event(s) never reached the sockets" in caplog.text
+    assert "message for session 7" in caplog.text
+
+
 @pytest.mark.skipif(
     not settings.REDIS_URL,
     reason="needs the Redis channel layer (REDIS_URL); .ci/run's second pass has it",

@@ -184,18 +184,29 @@ def delivering(work: Callable[P, Awaitable[R]], *, what: str) -> Callable[P, Awa
 
 
 async def _drain(started: dict[asyncio.Task[bool], tuple[str, int]], what: str) -> None:
-    pending = [sending for sending in started if not sending.done()]
-    if pending:
-        _, late = await asyncio.wait(pending, timeout=DRAIN_WAIT)
-        for sending in late:
-            sending.cancel()
-        if late:
-            await asyncio.wait(late)
-    # In the order they were published.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DRAIN_WAIT
+    # Looked at afresh after each wait: a task spawned under `delivering` shares `started`
+    # through its copied context, and may add sends to it while this waits.
+    while pending := [sending for sending in list(started) if not sending.done()]:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        await asyncio.wait(pending, timeout=remaining)
+    sends = dict(started)
+    late = [sending for sending in sends if not sending.done()]
+    for sending in late:
+        sending.cancel()
+    if late:
+        await asyncio.wait(late)
+    # In the order they were published; only what is done can be asked how it ended.
     lost = Counter(
         about
-        for sending, about in started.items()
-        if sending.cancelled() or sending.exception() is not None or not sending.result()
+        for sending, about in sends.items()
+        if not sending.done()
+        or sending.cancelled()
+        or sending.exception() is not None
+        or not sending.result()
     )
     if lost:
         logger.error(
