@@ -6,9 +6,10 @@ work in the missing tables, and go on doing so.
 """
 
 import logging
+import os
 from typing import Any
-from unittest import mock
 
+from django.conf import settings
 from django.db import connections
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
@@ -35,31 +36,18 @@ class Command(qcluster.Command):
         if options.get("run_once"):
             super().handle(*args, **options)
             return
-        # django-q2's own handle (its checks, its options) makes and starts the cluster but
-        # does not hand it back; as of django-q2 1.11 it makes it by its module's name
-        # `Cluster`, which is swapped for a class that keeps hold of it, to dispatch while
-        # it runs. Reused, not copied, so that a newer django-q2's handle is the one run.
-        made: list[Cluster] = []
-
-        class Kept(Cluster):
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                made.append(self)
-
-        with mock.patch.object(qcluster, "Cluster", Kept):
-            super().handle(*args, **options)
-        if not made:
-            # A django-q2 that makes its cluster otherwise: its workers run (and their sweep
-            # starts overdue jobs), but jobs start late until this command follows it.
-            logger.error(
-                "django-q2's qcluster made no cluster this command could see: "
-                "no cron dispatcher runs beside it"
-            )
-            return
+        # django-q2's own handle, as of 1.11 (the secret key's check, since signing needs
+        # it; --name; the cluster), but keeping hold of the cluster, to dispatch while it
+        # runs: its handle does not hand it back.
+        settings.SECRET_KEY  # noqa: B018
+        if options.get("cluster_name"):
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        cluster = Cluster()
+        cluster.start()
         # In this process, once the cluster has forked what it runs, so that nothing the
         # dispatcher opens is inherited; until a signal stops the cluster (its handler
         # runs here and joins it) or it dies.
-        sentinel = made[0].sentinel
+        sentinel = cluster.sentinel
         if sentinel is not None:
             Dispatcher().run(stopped=lambda: not sentinel.is_alive())
         connections.close_all()
