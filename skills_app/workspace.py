@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from agent import openat
 from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
@@ -48,18 +49,28 @@ def workspace_skills(workspace: Path, *, fenced: bool = False) -> list[SkillEntr
 def read_plain_file(path: Path, limit: int, *, inside: Path | None = None) -> str | None:
     """The first `limit` characters of the text file `path`; None when it is not there or
     cannot be read, or, with `inside`, leads out of that folder through a link."""
+    # Not blocking: a named pipe in place of the file would hold the reader forever.
+    flags = os.O_RDONLY | os.O_NONBLOCK
     try:
-        if inside is not None and not path.resolve().is_relative_to(inside.resolve()):
-            logger.warning("%s leads out of %s; it is not read", path, inside)
-            return None
-        # Not blocking: a named pipe in place of the file would hold the reader forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if inside is None:
+            fd = os.open(path, flags)
+        else:
+            folder, target = inside.resolve(), path.resolve()
+            if not target.is_relative_to(folder):
+                logger.warning("%s leads out of %s; it is not read", path, inside)
+                return None
+            # Opened as resolved, by descriptors from the folder and through no link: the
+            # folder's agent may swap the file for a link out of it at any moment.
+            fd = openat.open_file(folder, target, flags)
         with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 logger.warning("%s is not a plain file; it is not read", path)
                 return None
             return fh.read(limit)
     except FileNotFoundError:
+        return None
+    except openat.LinkFound:
+        logger.warning("%s was changed into a link while it was opened; it is not read", path)
         return None
     except (OSError, RuntimeError) as exc:  # unreadable, a folder, a loop of links
         logger.warning("cannot read %s: %s", path, exc)

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
-import re
-from collections.abc import Iterator
+import stat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from wcmatch import glob as wcglob
 
 from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.filetext import iter_lines, looks_binary, whitespace_hint
 from agent.tools.guards import Workspace, is_noise_dir
 
 DEFAULT_READ_LINES = 2000
-MAX_LINE_CHARS = 2000
 MAX_READ_CHARS = 100_000
 # Above this size the total line count isn't worth a full scan just for a footer.
 COUNT_LINES_UP_TO_BYTES = 5 * 1024 * 1024
@@ -46,47 +46,15 @@ class _WorkspaceTool(Tool):
         target = fence.resolve(path)
         if target.is_dir():
             raise ToolError(f"'{path}' is a directory, not a file")
-        target.parent.mkdir(parents=True, exist_ok=True)
         return target
 
 
-def _looks_binary(sample: bytes) -> bool:
-    if b"\x00" in sample:
-        return True
-    if not sample:
-        return False
-    text = sample.decode("utf-8", errors="replace")
-    # Allow a cut multi-byte character at the end of the sample.
-    bad = text[:-4].count("\ufffd") + sum(
-        1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\b\x1b"
-    )
-    return bad > len(text) * 0.1
-
-
-def _iter_lines(fh: TextIO) -> Iterator[tuple[str, int]]:
-    """Yield ``(line, chars_dropped)`` with each line cut at MAX_LINE_CHARS.
-
-    Reads long lines in bounded chunks so a huge single-line file (minified JS, a data
-    dump) never has to fit in memory.
-    """
-    while True:
-        chunk = fh.readline(MAX_LINE_CHARS + 1)
-        if not chunk:
-            return
-        if chunk.endswith("\n"):
-            yield chunk[:-1], 0
-            continue
-        head = chunk[:MAX_LINE_CHARS]
-        dropped = len(chunk) - len(head)
-        rest = chunk
-        while not rest.endswith("\n"):
-            rest = fh.readline(65536)
-            if not rest:
-                break
-            dropped += len(rest)
-        if rest.endswith("\n") and rest is not chunk:
-            dropped -= 1
-        yield head, dropped
+def _put(fence: Workspace, target: Path, path: str, data: bytes, flags: int) -> None:
+    """Write `data` to the file `target`, made with its folders when missing; through one
+    descriptor walked from the fence's root, so never into a link swapped in meanwhile."""
+    fd = fence.open(target, os.O_WRONLY | os.O_CREAT | flags, shown=path, make=True)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 class ReadFileTool(_WorkspaceTool):
@@ -111,24 +79,30 @@ class ReadFileTool(_WorkspaceTool):
         path: str = kwargs["path"]
         offset: int = kwargs.get("offset") or 1
         limit: int = kwargs.get("limit") or DEFAULT_READ_LINES
-        target = self._existing_file(self.fence(ctx), path)
-        return await asyncio.to_thread(self._read, target, path, offset, limit)
+        fence = self.fence(ctx)
+        target = self._existing_file(fence, path)
+        return await asyncio.to_thread(self._read, fence, target, path, offset, limit)
 
-    def _read(self, target: Path, path: str, offset: int, limit: int) -> str:
-        size = target.stat().st_size
+    def _read(self, fence: Workspace, target: Path, path: str, offset: int, limit: int) -> str:
+        # Not blocking: a named pipe swapped in would hold the reader forever.
+        with os.fdopen(fence.open(target, os.O_RDONLY | os.O_NONBLOCK, shown=path), "rb") as raw:
+            return self._lines(raw, path, offset, limit)
+
+    def _lines(self, raw: io.BufferedReader, path: str, offset: int, limit: int) -> str:
+        size = os.fstat(raw.fileno()).st_size
         if size == 0:
             return f"File '{path}' is empty (0 bytes)."
-        with target.open("rb") as fh:
-            if _looks_binary(fh.read(BINARY_SNIFF_BYTES)):
-                raise ToolError(f"'{path}' looks like a binary file ({size} bytes); not shown")
+        if looks_binary(raw.read(BINARY_SNIFF_BYTES)):
+            raise ToolError(f"'{path}' looks like a binary file ({size} bytes); not shown")
+        raw.seek(0)
         out: list[str] = []
         chars = 0
         seen = 0  # lines read so far
         last = 0  # last line shown
         more = capped = False
         total: int | None = None
-        with target.open("r", encoding="utf-8", errors="replace", newline=None) as fh:
-            lines = _iter_lines(fh)
+        with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None) as fh:
+            lines = iter_lines(fh)
             for lineno, (line, extra) in enumerate(lines, 1):
                 seen = lineno
                 if lineno < offset:
@@ -179,8 +153,9 @@ class WriteFileTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
-        target = self._writable_file(self.fence(ctx), path)
-        await asyncio.to_thread(target.write_bytes, data)
+        fence = self.fence(ctx)
+        target = self._writable_file(fence, path)
+        await asyncio.to_thread(_put, fence, target, path, data, os.O_TRUNC)
         return f"Wrote {len(data)} bytes to {path}"
 
 
@@ -203,13 +178,9 @@ class AppendFileTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = kwargs["content"].encode("utf-8")
-        target = self._writable_file(self.fence(ctx), path)
-
-        def append() -> None:
-            with target.open("ab") as fh:
-                fh.write(data)
-
-        await asyncio.to_thread(append)
+        fence = self.fence(ctx)
+        target = self._writable_file(fence, path)
+        await asyncio.to_thread(_put, fence, target, path, data, os.O_APPEND)
         return f"Appended {len(data)} bytes to {path}"
 
 
@@ -242,9 +213,20 @@ class EditFileTool(_WorkspaceTool):
         replace_all: bool = kwargs.get("replace_all", False)
         if not old:
             raise ToolError("old_text must not be empty; use write_file to create a file")
-        target = self._existing_file(self.fence(ctx), path)
+        fence = self.fence(ctx)
+        target = self._existing_file(fence, path)
+        return await asyncio.to_thread(self._edit, fence, target, path, old, new, replace_all)
+
+    def _edit(
+        self, fence: Workspace, target: Path, path: str, old: str, new: str, every: bool
+    ) -> str:
+        # Read and written through one descriptor: the file checked is the file changed.
+        with os.fdopen(fence.open(target, os.O_RDWR | os.O_NONBLOCK, shown=path), "r+b") as fh:
+            return self._replace(fh, path, old, new, every)
+
+    def _replace(self, fh: io.BufferedRandom, path: str, old: str, new: str, every: bool) -> str:
         try:
-            content = (await asyncio.to_thread(target.read_bytes)).decode("utf-8")
+            content = fh.read().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ToolError(f"'{path}' is not a UTF-8 text file") from exc
 
@@ -254,31 +236,18 @@ class EditFileTool(_WorkspaceTool):
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
             count = content.count(old)
         if count == 0:
-            raise ToolError(f"old_text not found in {path}.{_whitespace_hint(content, old)}")
-        if count > 1 and not replace_all:
+            raise ToolError(f"old_text not found in {path}.{whitespace_hint(content, old)}")
+        if count > 1 and not every:
             raise ToolError(
                 f"old_text matched {count} times in {path}; add more surrounding context to "
                 "make it unique, or set replace_all to true to replace every occurrence"
             )
-        updated = content.replace(old, new) if replace_all else content.replace(old, new, 1)
-        await asyncio.to_thread(target.write_bytes, updated.encode("utf-8"))
-        done = count if replace_all else 1
+        updated = content.replace(old, new) if every else content.replace(old, new, 1)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(updated.encode("utf-8"))
+        done = count if every else 1
         return f"Replaced {done} occurrence{'s' if done != 1 else ''} in {path}"
-
-
-def _whitespace_hint(content: str, old: str) -> str:
-    words = old.split()
-    if not words:
-        return ""
-    pattern = r"\s+".join(re.escape(word) for word in words)
-    match = re.search(pattern, content)
-    if match is None:
-        return " Read the file again to get the exact current text."
-    line = content.count("\n", 0, match.start()) + 1
-    return (
-        f" A match that differs only in whitespace exists at line {line}; "
-        "copy the exact text (indentation and line breaks included) from read_file."
-    )
 
 
 class ListDirTool(_WorkspaceTool):
@@ -312,23 +281,30 @@ class ListDirTool(_WorkspaceTool):
             raise ToolError(f"directory not found: {path}")
         if not target.is_dir():
             raise ToolError(f"'{path}' is a file, not a directory; use read_file to read it")
-        entries = await asyncio.to_thread(self._list, target, recursive)
+        entries = await asyncio.to_thread(self._list, self.fence(ctx), target, path, recursive)
         if not entries:
             return f"Directory '{path}' is empty."
         return _capped_listing(entries, self.max_entries, "entries")
 
-    def _list(self, target: Path, recursive: bool) -> list[str]:
+    def _list(self, fence: Workspace, target: Path, path: str, recursive: bool) -> list[str]:
+        fd = fence.open_dir(target, shown=path)
+        try:
+            return self._entries(fd, recursive)
+        finally:
+            os.close(fd)
+
+    def _entries(self, fd: int, recursive: bool) -> list[str]:
         if not recursive:
-            with os.scandir(target) as it:
+            with os.scandir(fd) as it:
                 return sorted(
                     e.name + "/" if e.is_dir() else e.name
                     for e in it
                     if not (e.is_dir() and is_noise_dir(e.name))
                 )
         entries: list[str] = []
-        # followlinks=False: a symlinked folder is listed but never walked into.
-        for dirpath, dirnames, filenames in os.walk(target, followlinks=False):
-            rel = Path(dirpath).relative_to(target)
+        # By descriptors from the folder, never through a link (one listed is not walked into)
+        for dirpath, dirnames, filenames, _ in os.fwalk(".", dir_fd=fd):
+            rel = Path(dirpath)
             dirnames[:] = [d for d in dirnames if not is_noise_dir(d)]
             entries.extend((rel / d).as_posix() + "/" for d in dirnames)
             entries.extend((rel / f).as_posix() for f in filenames)
@@ -373,12 +349,19 @@ class GlobTool(_WorkspaceTool):
         base = fence.resolve(path)
         if not base.is_dir():
             raise ToolError(f"directory not found: {path}")
-        matches = await asyncio.to_thread(self._glob, fence, base, pattern)
+        matches = await asyncio.to_thread(self._glob, fence, base, path, pattern)
         if not matches:
             return f"No files match '{pattern}' under '{path}'."
         return _capped_listing(matches, self.max_results, "matches")
 
-    def _glob(self, fence: Workspace, base: Path, pattern: str) -> list[str]:
+    def _glob(self, fence: Workspace, base: Path, path: str, pattern: str) -> list[str]:
+        fd = fence.open_dir(base, shown=path)
+        try:
+            return self._matches(fence, base, fd, pattern)
+        finally:
+            os.close(fd)
+
+    def _matches(self, fence: Workspace, base: Path, fd: int, pattern: str) -> list[str]:
         pattern = pattern.removeprefix("./").rstrip("/") or "*"
         matcher = wcglob.compile(pattern, flags=GLOB_FLAGS)
         segments = pattern.split("/")
@@ -387,18 +370,24 @@ class GlobTool(_WorkspaceTool):
         # A noise folder the pattern names explicitly (".git/*") is searched after all.
         wanted = set(segments)
         matches: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            rel = Path(dirpath).relative_to(base)
+        for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=fd):
+            rel = Path(dirpath)
             dirnames[:] = [d for d in dirnames if d in wanted or not is_noise_dir(d)]
             for name, is_dir in [(d, True) for d in dirnames] + [(f, False) for f in filenames]:
                 relpath = (rel / name).as_posix()
                 if not matcher.match(relpath):
                     continue
                 # Links are never walked into, so only a link itself may point outside.
-                entry = Path(dirpath) / name
-                if entry.is_symlink() and not fence.allows(entry):
+                if _is_link(name, dir_fd) and not fence.allows(base / rel / name):
                     continue
                 matches.append(relpath + "/" if is_dir else relpath)
             if max_depth is not None and len(rel.parts) + 1 >= max_depth:
                 dirnames.clear()
         return sorted(matches)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:  # gone meanwhile
+        return False

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from agent import openat
 from agent.tools.guards.errors import GuardError
 
 
@@ -45,6 +48,33 @@ class Workspace:
                 "only paths inside the workspace are allowed"
             )
         return resolved
+
+    def open(self, resolved: Path, flags: int, *, shown: str, make: bool = False) -> int:
+        """The file at `resolved` (from `resolve`) opened with `flags`, by descriptors from
+        the root and never through a link, so that it is the file that was checked even when
+        the path changes meanwhile (the agent can swap a file for a link with `exec` while a
+        tool runs); `make` creates the missing folders on the way."""
+        with self._walking(shown):
+            return openat.open_file(self._base(resolved), resolved, flags, make=make)
+
+    def open_dir(self, resolved: Path, *, shown: str) -> int:
+        """The folder at `resolved` (from `resolve`) opened as `open` opens a file."""
+        with self._walking(shown):
+            return openat.open_folder(self._base(resolved), resolved)
+
+    def _base(self, resolved: Path) -> Path:
+        # Unfenced, a path may be anywhere: it is walked from the file system's root.
+        return self.root if self.contains(resolved) else Path(resolved.anchor)
+
+    @contextmanager
+    def _walking(self, shown: str) -> Iterator[None]:
+        try:
+            yield
+        except openat.LinkFound as exc:
+            raise GuardError(
+                f"path '{shown}' was changed into a link while it was being opened; "
+                "links met there are not followed, only paths inside the workspace are allowed"
+            ) from exc
 
     def allows(self, path: Path) -> bool:
         """Whether an existing path found by walking (e.g. a symlink) may be shown or used."""

@@ -10,7 +10,6 @@ follows a link at the name nor touches a file already there.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import secrets
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent import openat
 from agent.tools.guards.errors import GuardError
 from agent.tools.guards.folders import make_user_folder
 
@@ -132,15 +132,11 @@ def _uploads_dir(workspace: Path, username: str, *, create: bool) -> Iterator[in
 
 def _open_dir(name: str | Path, parent_fd: int | None) -> int:
     """The folder `name` (in the open folder `parent_fd`), not through a link at its name."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        return os.open(name, flags, dir_fd=parent_fd)
-    except OSError as exc:
-        # ELOOP: a link at the name; ENOTDIR: a file or something else that is no folder.
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            logger.warning("%s is not a plain folder; uploads refused", name)
-            raise UploadsUnusable(f"{name} is not a plain folder") from exc
-        raise
+        return openat.open_dir(name, parent_fd)
+    except (openat.LinkFound, NotADirectoryError) as exc:
+        logger.warning("%s is not a plain folder; uploads refused", name)
+        raise UploadsUnusable(f"{name} is not a plain folder") from exc
 
 
 def save_upload(
@@ -152,10 +148,10 @@ def save_upload(
     wanted = safe_name(name)
     with _uploads_dir(workspace, username, create=True) as directory:
         assert directory is not None
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         for candidate in _candidates(wanted):
             try:
-                fd = os.open(candidate, flags, 0o600, dir_fd=directory)
+                fd = openat.open_in(directory, candidate, flags, 0o600)
             except FileExistsError:
                 continue
             break

@@ -1,0 +1,108 @@
+"""Opening a path inside a folder by descriptors, one component at a time, never through a link.
+
+A path checked by name and then opened by name again may have changed in between: whoever
+can write in the folder (an agent, with `exec`) can put a link where a file or a folder
+was, and the second open would follow it out of the folder. Here the folder is opened
+first, then each component of the path, already resolved and so free of links, in the
+folder opened before it, with O_NOFOLLOW: what is opened is inside the folder, or nothing
+is. A link met on the way is one the resolved path did not have, and raises LinkFound.
+
+Nothing here imports the rest of the project, so the file tools, uploads and the readers
+of a user's prompt files share it. Linux only, as the sandbox is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class LinkFound(OSError):
+    """A link where the resolved path had a plain file or folder: it was changed since."""
+
+
+def open_dir(name: str | Path, parent_fd: int | None = None) -> int:
+    """The folder `name` (in the open folder `parent_fd`), not through a link at its name;
+    NotADirectoryError when it is something else."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        # With O_DIRECTORY, Linux answers ENOTDIR rather than ELOOP for a link at the name.
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent_fd)):
+            raise LinkFound(errno.ELOOP, "a link is in the way", str(name)) from exc
+        raise
+
+
+def _is_link(name: str | Path, parent_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_in(parent_fd: int, name: str, flags: int, mode: int = 0o666) -> int:
+    """The entry `name` of the open folder `parent_fd`, opened with `flags`, never through
+    a link at its name (with O_CREAT, nor by making a file where a link points)."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LinkFound(errno.ELOOP, "a link is in the way", name) from exc
+        raise
+
+
+def open_folder(folder: Path, target: Path, *, make: bool = False) -> int:
+    """An open descriptor of the folder `target`: `folder` itself or below it, both
+    resolved; `make` creates the folders that are missing on the way (as `mkdir -p`)."""
+    fd = open_dir(folder)
+    try:
+        for part in _parts(folder, target):
+            try:
+                child = open_dir(part, fd)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                with suppress(FileExistsError):  # made meanwhile, or a link: opened next
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                child = open_dir(part, fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def opened_parent(folder: Path, target: Path, *, make: bool = False) -> Iterator[tuple[int, str]]:
+    """The open folder that holds `target` (below `folder`, both resolved), and the name of
+    `target` in it."""
+    parts = _parts(folder, target)
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "the folder itself is no file", str(target))
+    fd = open_folder(folder, target.parent, make=make)
+    try:
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def open_file(
+    folder: Path, target: Path, flags: int, mode: int = 0o666, *, make: bool = False
+) -> int:
+    """`target` (below `folder`, both resolved) opened with `flags`, walking from `folder`
+    without following a link anywhere; `make` creates the missing folders on the way."""
+    with opened_parent(folder, target, make=make) as (parent, name):
+        return open_in(parent, name, flags, mode)
+
+
+def _parts(folder: Path, target: Path) -> tuple[str, ...]:
+    if not target.is_relative_to(folder):
+        raise ValueError(f"{target} is not inside {folder}")
+    return target.relative_to(folder).parts
