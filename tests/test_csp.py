@@ -205,6 +205,8 @@ def test_a_remote_image_in_an_answer_is_a_link_and_never_fetched(
         # Other ways HTML has of fetching an address by itself.
         f'<img src="{DATA_PIXEL}" srcset="{remote}/srcset 1x" alt="set">'
         f'<video poster="{remote}/poster" src="{remote}/video"></video>'
+        f'<audio src="{remote}/audio"></audio>'
+        f'<video controls><source src="{remote}/source" type="video/mp4"></video>'
         f'<table background="{remote}/background"><tr><td>cell</td></tr></table>',
         chunks=12,
     )
@@ -223,6 +225,12 @@ def test_a_remote_image_in_an_answer_is_a_link_and_never_fetched(
     badge = answer.locator("a[href='https://example.com/'] > span.remote-image")
     expect(badge).to_have_text(f"badge {remote}/badge")
     expect(answer.locator(".remote-image")).to_have_count(4)
+    # Players too: each remote address they would load is a link.
+    media = answer.locator("a.remote-media")
+    expect(media).to_have_count(4)
+    for path in ("poster", "video", "audio", "source"):
+        expect(answer.locator(f"a.remote-media[href='{remote}/{path}']")).to_have_count(1)
+    expect(answer.locator("video, audio, source")).to_have_count(0)
     expect(answer.locator("td")).to_have_text("cell")
     # The site's own image and the data: ones load as images.
     expect(answer.locator("img")).to_have_count(3)

