@@ -122,6 +122,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except json.JSONDecodeError:
             await self._error("the frame is not valid JSON")
             return
+        except RecursionError:
+            # Nesting past the recursion limit fits in a frame; left alone it ends the socket.
+            await self._error("the frame is nested too deeply")
+            return
         await self.receive_json(frame)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
