@@ -7,9 +7,10 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import F, Max, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
+from sessions_app.keys import USER_CHANNELS, is_user_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
 
@@ -37,11 +38,21 @@ def find_session(*, key: str, owner: Any) -> Session | None:
     return Session.objects.filter(key=key, owner=owner).first()
 
 
-def list_sessions(*, owner: Any) -> QuerySet[Session]:
-    """`owner`'s sessions, the most recently active first (none for an anonymous user)."""
+def list_sessions(*, owner: Any) -> list[Session]:
+    """`owner`'s sessions a person can open, the most recently active first (none for an
+    anonymous user).
+
+    Only keys that pass the key rule: the command line's, scheduled jobs', the heartbeat's
+    and sub-agents' sessions are the agent's to open, and no door takes their keys.
+    """
     if owner is None or not owner.is_authenticated:
-        return Session.objects.none()
-    return Session.objects.filter(owner=owner).order_by("-updated", "-id")
+        return []
+    prefixes = Q()
+    for channel in USER_CHANNELS:
+        prefixes |= Q(key__startswith=f"{channel}:")
+    sessions = Session.objects.filter(prefixes, owner=owner).order_by("-updated", "-id")
+    # The rule itself is checked here rather than in SQL, which would need a copy of it.
+    return [session for session in sessions if is_user_key(session.key)]
 
 
 def session_messages(*, session: Session, archived: bool | None = None) -> QuerySet[Message]:

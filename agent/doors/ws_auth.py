@@ -23,7 +23,8 @@ class SameSiteOriginValidator(OriginValidator):
 
     Browsers always send Origin on a WebSocket handshake, so this stops other sites' pages
     (another port of the same host included) from using a visitor's cookie. Clients without
-    an Origin (scripts using `?token=`) are not browsers and pass.
+    an Origin (scripts using `?token=`) pass, but their cookie counts for nothing (see
+    `TokenAuthMiddleware`).
     """
 
     def __init__(self, application: Any) -> None:
@@ -82,12 +83,20 @@ def _own_origin(scope: dict[str, Any]) -> str | None:
 
 
 class TokenAuthMiddleware(BaseMiddleware):
-    """`?token=<key>` with a DRF token authenticates the socket like a logged-in cookie."""
+    """`?token=<key>` with a DRF token authenticates the socket like a logged-in cookie.
+
+    The login cookie authenticates only a handshake that carries an Origin (which
+    `SameSiteOriginValidator` has found to be the site's own). Without one it comes from no
+    page of this site: a script replaying a stolen cookie, or a browser context that hides
+    where it runs. Such a socket is anonymous, and closed with 4401 like any other.
+    """
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         tokens = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
         if tokens:
             scope = dict(scope, user=await _user_for_token(tokens[0]))
+        elif b"origin" not in dict(scope.get("headers", [])):
+            scope = dict(scope, user=AnonymousUser())
         return await super().__call__(scope, receive, send)
 
 

@@ -55,7 +55,8 @@ class SessionList(APIView):
     # every turn; the chat page's sidebar reads the list whole.
     @extend_schema(
         responses={200: SessionOut(many=True), **AUTH_ERRORS},
-        description="Your sessions, the most recently active first.",
+        description="Your sessions that the other session routes open (`web:` and `api:` "
+        "keys), the most recently active first.",
     )
     def get(self, request: Request) -> Response:
         sessions = selectors.list_sessions(owner=request.user)
