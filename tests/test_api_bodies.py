@@ -45,8 +45,10 @@ def staff() -> APIClient:
 
 
 @pytest.fixture
-def existing(staff: APIClient) -> None:
-    """One of everything a PATCH can change, all the staff user's."""
+def existing(staff: APIClient) -> dict[str, Any]:
+    """One of everything a PATCH can change, all the staff user's; the ids of the cron job
+    and the memory, which the paths below name as {cron} and {memory}."""
+    made = {}
     for path, body in (
         ("/api/tasks", {**TASK, "prompt": "/help", "wait": True}),
         ("/api/cron-jobs", CRON_JOB),
@@ -56,6 +58,8 @@ def existing(staff: APIClient) -> None:
     ):
         response = staff.post(path, body, format="json")
         assert response.status_code in (200, 201), (path, response.content)
+        made[path] = response.json()
+    return {"cron": made["/api/cron-jobs"]["id"], "memory": made["/api/memory"]["id"]}
 
 
 def send(client: APIClient, method: str, path: str, body: str) -> Any:
@@ -73,9 +77,9 @@ def assert_json_400(response: Any) -> dict[str, Any]:
 WRITES = [
     ("POST", "/api/tasks", "prompt"),
     ("POST", "/api/cron-jobs", "message"),
-    ("PATCH", "/api/cron-jobs/1", "name"),
+    ("PATCH", "/api/cron-jobs/{cron}", "name"),
     ("POST", "/api/memory", "content"),
-    ("PATCH", "/api/memory/1", "content"),
+    ("PATCH", "/api/memory/{memory}", "content"),
     ("POST", "/api/skills", "content"),
     ("PATCH", "/api/skills/weather", "content"),
     ("POST", "/api/mcp-servers", "args"),
@@ -84,26 +88,27 @@ WRITES = [
 ]
 
 
-@pytest.mark.usefixtures("existing")
 @pytest.mark.parametrize(("method", "path", "field"), WRITES)
 @pytest.mark.parametrize("where", ["body", "field"])
 def test_a_body_nested_past_the_recursion_limit_is_refused(
-    staff: APIClient, method: str, path: str, field: str, where: str
+    staff: APIClient, existing: dict[str, Any], method: str, path: str, field: str, where: str
 ) -> None:
     body = DEEP if where == "body" else json.dumps({field: "x"}).replace('"x"', DEEP)
-    response = send(staff, method, path, body)
+    response = send(staff, method, path.format(**existing), body)
     assert assert_json_400(response) == {
         "detail": "JSON parse error - the body is nested too deeply."
     }
 
 
-@pytest.mark.usefixtures("existing")
-def test_a_body_nested_just_short_of_the_limit_is_an_ordinary_400(staff: APIClient) -> None:
+def test_a_body_nested_just_short_of_the_limit_is_an_ordinary_400(
+    staff: APIClient, existing: dict[str, Any]
+) -> None:
     """What parses is walked without recursion, and no field takes such a value anyway."""
     for depth in (100, 500, 900):
         nested = "[" * depth + "]" * depth
         for method, path, field in WRITES:
-            response = send(staff, method, path, json.dumps({field: "x"}).replace('"x"', nested))
+            body = json.dumps({field: "x"}).replace('"x"', nested)
+            response = send(staff, method, path.format(**existing), body)
             if response.status_code == 400:
                 assert_json_400(response)
             else:  # only a JSON 400 from the parser when it is too deep for it
@@ -148,21 +153,20 @@ def test_a_lone_surrogate_in_any_string_field_is_refused(
     }
 
 
-@pytest.mark.usefixtures("existing")
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/api/cron-jobs/1", {"kind": LONE}),
-        ("/api/memory/1", {"content": LONE}),
+        ("/api/cron-jobs/{cron}", {"kind": LONE}),
+        ("/api/memory/{memory}", {"content": LONE}),
         ("/api/skills/weather", {"description": LONE}),
         ("/api/mcp-servers/files", {"env": {"REGION": LONE}}),
         ("/api/sessions/api:x", {"title": LONE}),
     ],
 )
 def test_a_lone_surrogate_in_a_change_is_refused(
-    staff: APIClient, path: str, body: dict[str, Any]
+    staff: APIClient, existing: dict[str, Any], path: str, body: dict[str, Any]
 ) -> None:
-    response = send(staff, "PATCH", path, json.dumps(body))
+    response = send(staff, "PATCH", path.format(**existing), json.dumps(body))
     assert assert_json_400(response) == {
         next(iter(body)): ["This value contains an unpaired surrogate character."]
     }
