@@ -70,7 +70,8 @@ def worker_env(tmp_path: Path, workspace: Path, llm: ScriptedLLM) -> dict[str, s
     return env
 
 
-def wait_for(check: Callable[[], T], *, what: str, timeout: float = 15) -> T:
+def wait_for(check: Callable[[], T], *, what: str, timeout: float = 30) -> T:
+    # Generous: a fresh cluster forks its workers first, and CI runs two suites at once.
     deadline = time.monotonic() + timeout
     while True:
         value = check()
