@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,22 +26,27 @@ pytestmark = [
 ]
 
 
+def launch(playwright: Any) -> Any:
+    """Debian's Chromium, headless, with nothing of its own reaching the network."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM),
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    )
+
+
 @pytest.fixture
 def page(live_site: str) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch(playwright)
         # A context of its own, so that a test can open a second tab logged in as the first.
         context = browser.new_context(viewport={"width": 1200, "height": 800})
         page = context.new_page()

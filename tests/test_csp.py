@@ -19,6 +19,7 @@ from django.test import Client
 
 from tests.conftest import LOGIN
 from tests.llm_server import ScriptedLLM
+from tests.test_browser import launch
 
 CHROMIUM = Path("/usr/bin/chromium")
 USERNAME, PASSWORD = LOGIN
@@ -150,17 +151,7 @@ def page(live_site: str) -> Iterator[object]:
 
     expect.set_options(timeout=20_000)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch(playwright)
         context = browser.new_context(viewport={"width": 1200, "height": 800})
         context.add_init_script(RECORD_VIOLATIONS)
         page = context.new_page()
