@@ -12,12 +12,15 @@ from django.conf import settings
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     model: str
+    # The ids users may pick: `model` first, then AGENT_MODELS, each once.
+    models: tuple[str, ...]
     api_base: str
     api_key: str
     workspace: Path
     max_iterations: int
     subagent_max_iterations: int
     heartbeat_interval: int
+    cron_max_jobs: int
     temperature: float
     max_tokens: int
     context_window: int
@@ -48,12 +51,14 @@ def agent_settings() -> AgentSettings:
     """Read at call time, so tests and `override_settings` see their own values."""
     return AgentSettings(
         model=settings.AGENT_MODEL,
+        models=_allowed_models(settings.AGENT_MODEL, settings.AGENT_MODELS),
         api_base=settings.AGENT_API_BASE,
         api_key=settings.AGENT_API_KEY,
         workspace=Path(settings.AGENT_WORKSPACE).resolve(),
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         subagent_max_iterations=settings.AGENT_SUBAGENT_MAX_ITERATIONS,
         heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
+        cron_max_jobs=settings.AGENT_CRON_MAX_JOBS,
         temperature=settings.AGENT_TEMPERATURE,
         max_tokens=settings.AGENT_MAX_TOKENS,
         context_window=settings.AGENT_CONTEXT_WINDOW,
@@ -79,6 +84,11 @@ def agent_settings() -> AgentSettings:
         tools=tuple(settings.AGENT_TOOLS),
         max_upload_bytes=settings.AGENT_MAX_UPLOAD_BYTES,
     )
+
+
+def _allowed_models(default: str, listed: list[str]) -> tuple[str, ...]:
+    ids = [default, *(name.strip() for name in listed)]
+    return tuple(dict.fromkeys(name for name in ids if name))
 
 
 MODEL_HELP = (

@@ -268,6 +268,11 @@ SPECTACULAR_SETTINGS = {
 # The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a
 # typed view of them.
 AGENT_MODEL = env.str("AGENT_MODEL", default="")
+# The model ids users may pick (`/model`, "model" on the API, the page); AGENT_MODEL is
+# always one of them. Any other id is refused before a provider is called: a picked id
+# would otherwise spend the operator's keys on any provider, or post the conversation to
+# whatever address a provider prefix such as `ollama/` points at.
+AGENT_MODELS = env.list("AGENT_MODELS", default=[])
 AGENT_API_BASE = env.str("AGENT_API_BASE", default="")
 # A custom server given without AGENT_API_KEY gets OPENAI_API_KEY, as the OpenAI SDK would.
 AGENT_API_KEY = env.str(
@@ -278,6 +283,8 @@ AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
 AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)
 # Seconds between heartbeats (a look at each user's own HEARTBEAT.md); 0 turns them off.
 AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
+# Cron jobs one user may have (their runs also count against the user's AGENT_TURN_RATE).
+AGENT_CRON_MAX_JOBS = env.int("AGENT_CRON_MAX_JOBS", default=20)
 AGENT_TEMPERATURE = env.float("AGENT_TEMPERATURE", default=0.1)
 AGENT_MAX_TOKENS = env.int("AGENT_MAX_TOKENS", default=4096)
 AGENT_CONTEXT_WINDOW = env.int("AGENT_CONTEXT_WINDOW", default=0)
