@@ -22,6 +22,7 @@ import httpx
 
 from agent.tools.base import ToolError
 from agent.tools.guards import AddressGuard, GuardError
+from agent.tools.guards.network import canonical_host
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +38,14 @@ def ssl_context() -> ssl.SSLContext:
 
 
 class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves and checks the host itself, then connects to the checked address.
+    """Resolves and checks the host itself, then connects to the checked address
+    (`AddressGuard.connect`).
 
-    Checking and connecting on the same lookup is what defeats DNS rebinding: a name that
-    answers a public address to the check and 127.0.0.1 to the connect cannot exist here.
-    TLS still verifies the host name: httpcore passes the URL's host to `start_tls`.
+    The host is the one of the request's own URL: no second parse stands between what is
+    checked and what is reached. Checking and connecting on the same lookup is what defeats
+    DNS rebinding: a name that answers a public address to the check and 127.0.0.1 to the
+    connect cannot exist here. TLS still verifies the host name: httpcore passes the URL's
+    host to `start_tls`.
     """
 
     def __init__(self, guard: AddressGuard) -> None:
@@ -56,21 +60,18 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses = await self._guard.resolve(host, port)
-        failure: Exception | None = None
-        for ip in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(ip),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None  # resolve() never returns an empty list
-        raise failure
+        async def to(address: str) -> httpcore.AsyncNetworkStream:
+            return await self._inner.connect_tcp(
+                address,
+                port,
+                timeout=timeout,
+                local_address=local_address,
+                socket_options=socket_options,
+            )
+
+        return await self._guard.connect(
+            host, port, to, (httpcore.ConnectError, httpcore.ConnectTimeout)
+        )
 
     async def connect_unix_socket(
         self,
@@ -235,9 +236,9 @@ async def download(
     max_bytes: int,
     headers: dict[str, str] | None = None,
 ) -> Download:
-    """GET ``url``, following at most `MAX_REDIRECTS` redirects, each hop's scheme checked
-    here and its host by the client's transport when it connects."""
-    current = _checked_url(url)
+    """GET ``url``, following at most `MAX_REDIRECTS` redirects, each hop read by
+    `fetchable_url` here and its host checked by the client's transport when it connects."""
+    current = fetchable_url(url)
     for _ in range(MAX_REDIRECTS + 1):
         request = client.build_request(
             "GET", current, headers={"Accept-Encoding": "gzip, deflate", **(headers or {})}
@@ -246,7 +247,7 @@ async def download(
         try:
             location = response.headers.get("location")
             if response.status_code in _REDIRECT_STATUSES and location:
-                current = _checked_url(location, base=response.url)
+                current = fetchable_url(location, base=response.url)
                 logger.info("web_fetch redirected to %s", current)
                 continue
             return await _read(response, max_bytes)
@@ -255,15 +256,32 @@ async def download(
     raise ToolError(f"too many redirects (more than {MAX_REDIRECTS}); stopped at {current}")
 
 
-def _checked_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
+def fetchable_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
+    """``url`` (resolved against ``base``, for a redirect) parsed once, the one object both
+    the request and the guard read the host from.
+
+    The host comes back in the spelling `canonical_host` gives it, so what the guard
+    checks, what the connection reaches and the `Host` header are one name or address.
+    A user name or password before the host (``user@host``) is refused: web_fetch sends no
+    credentials, and it is how a URL like ``http://127.0.0.1:80\\@example.com/`` reads
+    one host to one parser and another to the next.
+    """
     try:
         parsed = base.join(url) if base is not None else httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
         raise ToolError(f"invalid URL {url!r}: {exc}") from None
     if parsed.scheme not in {"http", "https"}:
         raise GuardError(f"only http and https URLs can be fetched, not {url}")
-    if not parsed.host:
+    if parsed.userinfo:
+        raise GuardError(
+            f"{url} has a user name or password before its host (user@host); web_fetch "
+            "does not fetch such URLs"
+        )
+    if not parsed.raw_host:
         raise ToolError(f"invalid URL {url!r}: it has no host")
+    host = canonical_host(parsed.raw_host.decode("ascii"))
+    if host != parsed.raw_host.decode("ascii"):
+        parsed = parsed.copy_with(host=host)
     return parsed.copy_with(fragment=None)
 
 

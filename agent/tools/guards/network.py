@@ -8,7 +8,8 @@ import logging
 import re
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from urllib.parse import urlsplit
+from typing import TypeVar
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from agent.tools.guards.errors import GuardError
 
@@ -28,6 +29,10 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _LOOSE_IPV4_PART = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
+# What a host name may hold once it is ASCII: letters, digits, '-', '_' and dots.
+_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+
+T = TypeVar("T")
 
 
 class UnresolvableHost(GuardError):
@@ -98,6 +103,36 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     if ip in _IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are IPv6's own
         return ipaddress.IPv4Address(int(ip))
     return None
+
+
+def canonical_host(host: str) -> str:
+    """``host`` as a connection to it would read it, so that the guard checks that and
+    nothing else: percent-escapes decoded, a name in its ASCII (IDNA) form and lower case,
+    an address in its usual spelling (``2130706433``, ``0x7f.1``, ``%31%32%37.0.0.1`` and
+    ``１２７.０.０.１`` are all ``127.0.0.1``; ``ⓛocalhost`` is ``localhost``).
+
+    The IDNA step is Python's own codec, the one `socket.getaddrinfo` applies to a name,
+    so the system resolver looks up exactly the name returned here. Raises
+    `UnresolvableHost` for a host that is no valid name or address (a stray ``@``, ``\\``,
+    ``/``, space or control character), which no connection could use either.
+    """
+    text = host.strip()
+    literal = parse_ip_literal(text)
+    if literal is not None:
+        return str(literal)
+    try:
+        text = unquote_to_bytes(text).decode("utf-8")
+        if not text.isascii():
+            text = text.encode("idna").decode("ascii")
+    except (UnicodeError, ValueError):
+        raise UnresolvableHost(f"{host!r} is not a valid host name") from None
+    literal = parse_ip_literal(text)
+    if literal is not None:
+        return str(literal)
+    text = text.lower()
+    if not _NAME.fullmatch(text):
+        raise UnresolvableHost(f"{host!r} is not a valid host name")
+    return text
 
 
 def parse_ip_literal(host: str) -> IPAddress | None:
@@ -183,9 +218,11 @@ class AddressGuard:
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
         """The addresses to connect to for ``host``: all of them checked, none refused.
 
-        Raises `GuardError` naming the first refused address, `UnresolvableHost` when the
-        name has no address.
+        ``host`` is read as `canonical_host` reads it, so an escaped or internationalised
+        spelling is checked as the address it stands for. Raises `GuardError` naming the
+        first refused address, `UnresolvableHost` when the name has no address.
         """
+        host = canonical_host(host)
         literal = parse_ip_literal(host)
         if literal is not None:
             addresses = [literal]
@@ -197,6 +234,27 @@ class AddressGuard:
                 logger.warning("network guard refused %s (%s): %s address", host, ip, problem)
                 raise AddressRefused(host, ip, problem)
         return addresses
+
+    async def connect(
+        self,
+        host: str,
+        port: int,
+        connect: Callable[[str], Awaitable[T]],
+        retry_on: tuple[type[BaseException], ...],
+    ) -> T:
+        """``connect(address)`` to the first address of ``host`` that answers, each one
+        checked by `resolve` beforehand: what an HTTP client's network backend calls, so
+        that the address checked is the address connected to (a name that answers the
+        check with a public address and the connect with 127.0.0.1, DNS rebinding, gains
+        nothing). ``retry_on`` are the failures after which the next address is tried."""
+        failure: BaseException | None = None
+        for ip in await self.resolve(host, port):
+            try:
+                return await connect(str(ip))
+            except retry_on as exc:
+                failure = exc
+        assert failure is not None  # resolve() never returns an empty list
+        raise failure
 
     async def _lookup(self, host: str, port: int) -> list[IPAddress]:
         name = host.rstrip(".") or host
