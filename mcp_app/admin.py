@@ -18,7 +18,7 @@ from mcp_app.masking import MASK, masked, unmask
 from mcp_app.models import McpServer
 
 STDIO = ("command", "args", "env")
-HTTP = ("url", "headers")
+HTTP = ("url", "headers", "trusted")
 
 
 class McpServerForm(forms.ModelForm):
@@ -53,8 +53,8 @@ class McpServerForm(forms.ModelForm):
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
-    list_display = ("name", "transport", "target", "enabled", "tool_timeout", "updated")
-    list_filter = ("transport", "enabled")
+    list_display = ("name", "transport", "target", "enabled", "trusted", "tool_timeout", "updated")
+    list_filter = ("transport", "enabled", "trusted")
     search_fields = ("name", "command", "url")
     readonly_fields = ("created", "updated")
     fieldsets = (

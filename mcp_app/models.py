@@ -54,6 +54,12 @@ class McpServer(models.Model):
         default=dict, blank=True, help_text="http: headers sent with every request."
     )
     enabled = models.BooleanField(default=True)
+    trusted = models.BooleanField(
+        default=False,
+        help_text="http: let it reach loopback and private addresses (127.0.0.1, 10.x, the "
+        "cloud metadata address …). Off, its connections pass the same network guard as "
+        "web_fetch: public internet addresses only. Only for servers you run yourself.",
+    )
     tool_timeout = models.PositiveIntegerField(
         default=30,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_TOOL_TIMEOUT)],
@@ -73,7 +79,7 @@ class McpServer(models.Model):
         # What the other transport would use is dropped rather than refused: switching a
         # server over must not keep the old one's secrets around unseen.
         if self.transport == self.Transport.STDIO:
-            self.url, self.headers = "", {}
+            self.url, self.headers, self.trusted = "", {}, False
         elif self.transport == self.Transport.HTTP:
             self.command, self.args, self.env = "", [], {}
         errors: dict[str, Any] = {}

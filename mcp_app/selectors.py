@@ -17,6 +17,7 @@ RUNTIME_FIELDS = (
     "url",
     "headers",
     "enabled",
+    "trusted",
     "tool_timeout",
     "updated",
 )

@@ -4,6 +4,7 @@ streamable HTTP, and a reference server from npm run by Node.js. Nothing of the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -77,10 +78,9 @@ async def wait_until(check: Any, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.fixture(scope="module")
-def http_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The demo server on streamable HTTP: its URL and its `sleep` log."""
-    log = tmp_path_factory.mktemp("mcp-http") / "sleep.log"
+@contextlib.contextmanager
+def running_http_demo(log: Path) -> Iterator[str]:
+    """The demo server on streamable HTTP on 127.0.0.1, while the block runs: its URL."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.mcp_servers.demo", "--http", str(port), "--log", str(log)],
@@ -98,10 +98,18 @@ def http_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
                 assert proc.poll() is None, "the demo HTTP server exited"
                 assert time.monotonic() < deadline, "the demo HTTP server did not start"
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", log
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def http_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The demo server on streamable HTTP: its URL and its `sleep` log."""
+    log = tmp_path_factory.mktemp("mcp-http") / "sleep.log"
+    with running_http_demo(log) as url:
+        yield url, log
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +131,7 @@ def shared_hub(http_demo: tuple[str, Path], stdio_log: Path) -> Iterator[McpHub]
                 url=http_demo[0],
                 headers=(("Authorization", "Bearer header-secret-value"),),
                 tool_timeout=1.0,
+                trusted=True,  # on loopback: the network guard would refuse it
             ),
         ]
     )
@@ -255,12 +264,19 @@ async def test_header_values_never_reach_the_log(
     secret = "Bearer header-secret-for-logs"
     hub.configure(
         [
-            McpServerConfig("web", "http", url=http_demo[0], headers=(("Authorization", secret),)),
+            McpServerConfig(
+                "web",
+                "http",
+                url=http_demo[0],
+                headers=(("Authorization", secret),),
+                trusted=True,
+            ),
             McpServerConfig(
                 "gone",
                 "http",
                 url=f"http://127.0.0.1:{free_port()}/mcp",
                 headers=(("Authorization", secret),),
+                trusted=True,
             ),
         ]
     )
@@ -356,7 +372,9 @@ async def test_broken_servers_are_left_out_quickly(
                 args=("-c", "import sys; sys.exit('no config here')"),
             ),
             McpServerConfig("nowhere", "stdio", command="/nonexistent/mcp-server"),
-            McpServerConfig("refused", "http", url=f"http://127.0.0.1:{free_port()}/mcp"),
+            McpServerConfig(
+                "refused", "http", url=f"http://127.0.0.1:{free_port()}/mcp", trusted=True
+            ),
             stdio_demo(),
         ]
     )

@@ -137,6 +137,7 @@ async def mcp_servers(conf: AgentSettings) -> list[McpServerConfig]:
                     url=row.url,
                     headers=tuple(sorted(row.headers.items())),
                     tool_timeout=float(row.tool_timeout),
+                    trusted=bool(row.trusted),
                     cwd=str(folder),
                 )
             )

@@ -12,13 +12,12 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from agent.doors.api import skills
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.serializers import StrictCharField
 from mcp_app import selectors, services
@@ -26,8 +25,13 @@ from mcp_app.masking import MASK, masked
 from mcp_app.models import MAX_TOOL_TIMEOUT, NAME_PATTERN, McpServer
 
 
-class StaffWrites(skills.StaffWrites):
+class StaffWrites(BasePermission):
     message = "Only staff may change MCP servers: a stdio server runs a command on the server."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        # Every write, a delete and `trusted` among them. A rule of its own, not one shared
+        # with another endpoint, so that loosening that one never opens this.
+        return request.method in SAFE_METHODS or bool(request.user and request.user.is_staff)
 
 
 class MaskedValues(serializers.DictField):
@@ -68,6 +72,7 @@ class McpServerOut(serializers.ModelSerializer):
             "url",
             "headers",
             "enabled",
+            "trusted",
             "tool_timeout",
             "created",
             "updated",
@@ -135,6 +140,12 @@ class McpServerIn(serializers.Serializer):
         help_text=f"http: headers sent with every request. {_WRITE_ONLY}",
     )
     enabled = serializers.BooleanField(required=False)
+    trusted = serializers.BooleanField(
+        required=False,
+        help_text="http: let the server reach loopback and private addresses. Off (the "
+        "default), its connections pass the network guard that web_fetch's do: public "
+        "internet addresses only. A stdio server is never marked trusted.",
+    )
     tool_timeout = serializers.IntegerField(
         min_value=1,
         max_value=MAX_TOOL_TIMEOUT,

@@ -15,6 +15,8 @@ class McpServerConfig:
     """One MCP server. Hashable and comparable: the hub reconnects when it changes.
 
     ``env`` (stdio) and ``headers`` (http) may hold secrets: ``repr`` shows their names only.
+    ``trusted`` (http) lets the server's connections skip the network guard, which otherwise
+    keeps them to public internet addresses as it keeps web_fetch's.
     Raises ``ValueError`` for a name or transport the hub can't use.
     """
 
@@ -27,6 +29,7 @@ class McpServerConfig:
     headers: tuple[tuple[str, str], ...] = ()
     tool_timeout: float = 30.0
     cwd: str = ""  # stdio: working directory ("" = the process's)
+    trusted: bool = False  # http: may reach loopback and private addresses
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -46,7 +49,7 @@ class McpServerConfig:
         return (
             f"McpServerConfig(name={self.name!r}, transport={self.transport!r}, "
             f"target={self.describe()!r}, env=[{env}], headers=[{headers}], "
-            f"tool_timeout={self.tool_timeout!r})"
+            f"tool_timeout={self.tool_timeout!r}, trusted={self.trusted!r})"
         )
 
     def describe(self) -> str:

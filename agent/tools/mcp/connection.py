@@ -18,6 +18,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from agent.tools.base import ToolError
+from agent.tools.guards import AddressGuard
 from agent.tools.mcp.config import McpServerConfig, redact
 
 logger = logging.getLogger(__name__)
@@ -41,8 +43,9 @@ class Connection:
     `stop`, the server exiting, a broken transport. A dead connection is never reused.
     """
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, config: McpServerConfig, guard: AddressGuard | None = None) -> None:
         self.config = config
+        self.guard = guard or AddressGuard()  # for an http server not marked trusted
         self.state = CONNECTING
         self.error = ""
         self.client: Any = None
@@ -174,11 +177,16 @@ class Connection:
         from mcp.client.streamable_http import streamable_http_client
 
         cfg = self.config
-        http = httpx2.AsyncClient(
-            headers=dict(cfg.headers),
-            # Reads wait as long as a tool may take; an SSE stream may stay quiet longer.
-            timeout=httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout + 30.0)),
-        )
+        # Reads wait as long as a tool may take; an SSE stream may stay quiet longer.
+        timeout = httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout + 30.0))
+        if cfg.trusted:
+            http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout)
+        else:
+            from agent.tools.mcp.guarded import guarded_client
+
+            http = guarded_client(
+                self.guard, server=cfg.name, headers=dict(cfg.headers), timeout=timeout
+            )
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url, http_client=http)
 
@@ -237,6 +245,8 @@ def describe_error(exc: BaseException) -> str:
         leaves = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
         exc = (leaves or list(exc.exceptions))[0]
     message = getattr(exc, "message", None) or str(exc)
+    if isinstance(exc, ToolError) and message:
+        return message  # written for people already (the network guard's refusals)
     kind = type(exc).__name__
     return f"{kind}: {message}" if message else kind
 

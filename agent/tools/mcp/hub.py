@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent.tools.base import Tool, ToolError
+from agent.tools.guards import AddressGuard
 from agent.tools.mcp.config import McpServerConfig, redact
 from agent.tools.mcp.connection import (
     CONNECT_TIMEOUT,
@@ -55,7 +56,9 @@ class _Failure:
 class McpHub:
     """Connections to the configured MCP servers, shared by every turn of the process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, guard: AddressGuard | None = None) -> None:
+        # Checks every connection of an http server not marked trusted; tests give their own.
+        self._guard = guard or AddressGuard()
         self._lock = threading.Lock()
         self._configs: dict[str, McpServerConfig] = {}
         self._conns: dict[str, Connection] = {}
@@ -232,7 +235,7 @@ class McpHub:
             if quiet:
                 return None
             raise ToolError(f"MCP server '{config.name}' is unavailable: {failure.error}")
-        conn = self._conns[config.name] = Connection(config)
+        conn = self._conns[config.name] = Connection(config, self._guard)
         conn.task = asyncio.get_running_loop().create_task(self._hold(conn))
         return conn
 
