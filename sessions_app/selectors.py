@@ -132,6 +132,8 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
             "tool_call_id": row.tool_call_id or None,
             "name": row.name or None,
             "stopped": row.stopped,
+            "reasoning_content": row.reasoning_content or None,
+            "run_id": str(row.run_id) if row.run_id else None,
             "created": row.created.isoformat(),
         }
         for row in reversed(rows)

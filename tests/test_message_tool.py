@@ -149,8 +149,9 @@ async def test_a_chat_id_alone_stays_on_the_turns_channel() -> None:
     registry.register(MessageTool())
     targets: list[str | None] = []
 
-    async def deliver(content: str, *, session_key: str | None = None) -> None:
+    async def deliver(content: str, *, session_key: str | None = None) -> str | None:
         targets.append(session_key)
+        return session_key  # another chat: the one it went to
 
     ctx = ToolContext(session_key="api:a", channel="api", deliver=deliver)
     assert await registry.execute("message", {"content": "x", "chat_id": "b"}, ctx) == (

@@ -28,8 +28,9 @@ class ToolError(Exception):
 class Deliver(Protocol):
     """Sends a message from the agent to a conversation of the turn's owner."""
 
-    async def __call__(self, content: str, *, session_key: str | None = None) -> None:
-        """Deliver ``content`` to ``session_key`` (the turn's own session when None)."""
+    async def __call__(self, content: str, *, session_key: str | None = None) -> str | None:
+        """Deliver ``content`` to ``session_key`` (where the turn's answer goes when None);
+        the key it went to, or None when that is the turn's own conversation."""
 
 
 class Agents(Protocol):

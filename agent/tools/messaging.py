@@ -15,6 +15,10 @@ logger = logging.getLogger(__name__)
 _CHANNEL = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _CHAT_ID = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.@-]{1,190}")
 MAX_CHARS = 50_000
+# The result of a message shown in the conversation the turn answers. The stored call with
+# this result is all the record there is of it: a chat shows it as the agent's message
+# after a reload too (`agent.turn.display`).
+SENT_HERE = "Message sent."
 
 
 class MessageTool(Tool):
@@ -46,8 +50,8 @@ class MessageTool(Tool):
         if len(content) > MAX_CHARS:
             raise ToolError(f"the message is {len(content)} characters; at most {MAX_CHARS}")
         key = _target(ctx, kwargs.get("channel"), kwargs.get("chat_id"))
-        await ctx.deliver(content, session_key=key)
-        return f"Message sent to {key}." if key else "Message sent."
+        went = await ctx.deliver(content, session_key=key)
+        return f"Message sent to {went}." if went else SENT_HERE
 
 
 def _target(ctx: ToolContext, channel: str | None, chat_id: str | None) -> str | None:

@@ -6,7 +6,7 @@ import logging
 
 from django.contrib.auth.models import User
 
-from agent.events import Emit, Event, MessageEvent
+from agent.events import Emit, Event, MessageEvent, StreamChunk, StreamEnd, StreamStart
 from agent.turn import fanout, store
 from sessions_app.models import Session
 
@@ -21,7 +21,8 @@ class Delivery:
     A message without a target goes where the turn's answer goes: its `home`, the
     conversation a cron job or the heartbeat reports to, else the turn's own session.
     `said` keeps what the model sent there, so that the turn does not deliver the same
-    words again as its reply."""
+    words again as its reply; `said_here`, what it sent to the turn's own session, whose
+    sockets are not streamed those words again either (`RepeatScreen`)."""
 
     def __init__(
         self,
@@ -38,11 +39,18 @@ class Delivery:
         self.run_id = run_id
         self.home = home or session
         self.said: list[str] = []
+        self.said_here: list[str] = []
 
-    async def __call__(self, content: str, *, session_key: str | None = None) -> None:
+    async def __call__(self, content: str, *, session_key: str | None = None) -> str | None:
+        """Deliver `content`; the key of the conversation it went to, or None when that is
+        the turn's own (the tool's result then says so, which is how a reloaded chat knows
+        to show the message)."""
         key = session_key or self.home.key
+        went: str | None = key
         if key == self.session.key:
             await self.emit(MessageEvent(role="assistant", content=content, run_id=self.run_id))
+            self.said_here.append(content)
+            went = None
         else:
             target = (
                 self.home
@@ -53,10 +61,67 @@ class Delivery:
             logger.info("run %s delivered a message to %s", self.run_id, key)
         if key == self.home.key:
             self.said.append(content)
+        return went
 
     def repeats(self, reply: str) -> bool:
         """Whether `reply` is what the model already sent home with the tool."""
         return reply.strip() in {text.strip() for text in self.said}
+
+    def may_repeat_here(self, text: str) -> bool:
+        """Whether `text`, the start of a reply, may yet turn out to repeat a message sent to
+        the turn's own session."""
+        start = text.strip()
+        return any(said.strip().startswith(start) for said in self.said_here)
+
+    def repeats_here(self, text: str) -> bool:
+        return text.strip() in {said.strip() for said in self.said_here}
+
+
+class RepeatScreen:
+    """Passes the loop's events on, but holds back a streamed reply while it repeats, so
+    far, a message the model already sent to the turn's own session with the `message`
+    tool. One that turns out to repeat it whole is never streamed: the person has read it
+    once, as the message, and the turn sends no reply frame for it either. One that turns
+    out to differ is streamed from its start, chunks and all, the moment it does.
+
+    A reply cut short by /stop is let out as far as it got, since it is saved (marked
+    stopped) and shown so after a reload; one that a retry threw away is dropped."""
+
+    def __init__(self, delivery: Delivery, emit: Emit) -> None:
+        self.delivery = delivery
+        self.emit = emit
+        self.held: list[Event] | None = None
+        self.msg_id = ""
+        self.text = ""
+
+    async def __call__(self, event: Event) -> None:
+        if self.held is None:
+            if isinstance(event, StreamStart) and self.delivery.said_here:
+                self.held, self.msg_id, self.text = [event], event.msg_id, ""
+                return
+            await self.emit(event)
+            return
+        if isinstance(event, StreamChunk) and event.msg_id == self.msg_id:
+            self.held.append(event)
+            self.text += event.content
+            if not self.delivery.may_repeat_here(self.text):
+                await self._release()
+            return
+        if isinstance(event, StreamEnd) and event.msg_id == self.msg_id:
+            held, self.held = self.held, None
+            if event.discarded or (not event.stopped and self.delivery.repeats_here(self.text)):
+                return  # nothing of it was shown, so there is nothing to end
+            for earlier in held:
+                await self.emit(earlier)
+            await self.emit(event)
+            return
+        # Not part of the held reply (reasoning that comes with it): it goes on as it comes.
+        await self.emit(event)
+
+    async def _release(self) -> None:
+        held, self.held = self.held or [], None
+        for event in held:
+            await self.emit(event)
 
 
 async def post(target: Session, content: str, *after: Event) -> None:

@@ -28,7 +28,7 @@ from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.turn import live, memory, store
 from agent.turn.cron import OwnerSchedules
-from agent.turn.delivery import Delivery
+from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
@@ -104,6 +104,9 @@ class TurnRunner:
         # Every turn of a user, whichever door or job started it, works in their folder.
         self.folder = user_folder(conf.workspace, owner.get_username() if owner else None)
         self.delivery = Delivery(session, owner, emit, run_id=self.run_id, home=reply_to)
+        # What the model streams passes here: a reply that repeats a message the model
+        # already sent this conversation is not streamed to it a second time.
+        self.screen = RepeatScreen(self.delivery, emit)
         self.ctx = ToolContext(
             session_key=session.key,
             channel=run.channel,
@@ -221,7 +224,7 @@ class TurnRunner:
         self.loop = AgentLoop(
             llm=llm,
             tools=tools,
-            emit=self.emit,
+            emit=self.screen,
             max_iterations=self.conf.subagent_max_iterations
             if self.profile.subagent
             else self.conf.max_iterations,

@@ -14,12 +14,14 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, transaction
 
+from agent.turn import display
 from agent.turn.db import on_db
 from cron_app import selectors as job_selectors
 from cron_app import services as job_services
 from mcp_app import selectors as mcp_selectors
 from sessions_app import memory as memories
 from sessions_app import selectors, services
+from sessions_app.models import Session
 from skills_app import selectors as skill_selectors
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,6 @@ get_run = on_db(selectors.get_run)
 runs_to_stop = on_db(selectors.runs_to_stop)
 has_running_turn = on_db(selectors.has_running_turn)
 current_turn_open = on_db(selectors.current_turn_open)
-messages_for_display = on_db(selectors.messages_for_display)
 beat = on_db(services.beat)
 queue_run = on_db(services.queue_run)
 begin_run = on_db(services.begin_run)
@@ -82,6 +83,12 @@ record_job_run = on_db(job_services.record_run)
 @on_db
 def jobs_of(*, owner_id: int | None) -> list[Any]:
     return list(job_selectors.jobs_of(owner=owner_id))
+
+
+@on_db
+def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
+    """The session's live conversation as its chat shows it (`display.shown`)."""
+    return display.shown(selectors.messages_for_display(session=session, limit=limit))
 
 
 relayed_after = on_db(selectors.relayed_after)

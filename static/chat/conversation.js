@@ -15,6 +15,7 @@ export class Conversation {
     this.ended = new Set(); // msg_ids already finished (late chunks are ignored)
     this.cards = new Map(); // tool call id -> card record
     this.streamed = []; // recent finished streamed texts: {runId, text, claimed}
+    this.reasoning = null; // the thinking block being streamed: {node, body, text}
     this.dirty = new Set();
     this.frame = 0;
     this.runId = null;
@@ -90,6 +91,7 @@ export class Conversation {
     this.ended.clear();
     this.cards.clear();
     this.streamed = [];
+    this.reasoning = null;
     this.stick = true;
     this.updateEmpty();
     this.scrollToBottom();
@@ -128,6 +130,42 @@ export class Conversation {
     const more = rest.some((line) => line.trim());
     const line = el("span", { text: first, title: more ? text : undefined });
     return this.add(el("div", { class: `sys-line sys-${kind}`, role: "note" }, icon("info"), line));
+  }
+
+  // ---- thinking blocks ---------------------------------------------------
+
+  /**
+   * A model call's reasoning, folded: the same block live (`thinking` frames) and after a
+   * reload (the message's `reasoning_content`).
+   */
+  addThinking(text, { open = false } = {}) {
+    const body = el("div", { class: "thinking-text", text });
+    const node = el(
+      "details",
+      { class: "thinking-block", open },
+      el("summary", { class: "thinking-summary", text: "Thinking" }),
+      body,
+    );
+    const record = { node, body, text };
+    this.add(node);
+    return record;
+  }
+
+  /** Reasoning as it streams: one open block per model call, until its answer starts. */
+  thinkingChunk(text) {
+    if (!text) return;
+    if (!this.reasoning) this.reasoning = this.addThinking("", { open: true });
+    this.reasoning.text += text;
+    this.reasoning.body.textContent = this.reasoning.text;
+    this.follow();
+  }
+
+  /** The model call's reasoning is over (its answer, a tool call or the turn's end came). */
+  endThinking() {
+    if (!this.reasoning) return;
+    this.reasoning.node.open = false;
+    if (!this.reasoning.text.trim()) this.reasoning.node.remove();
+    this.reasoning = null;
   }
 
   // ---- streaming --------------------------------------------------------
@@ -297,6 +335,9 @@ export class Conversation {
     if (role === "user") {
       this.addUser(contentText(m.content));
     } else if (role === "assistant") {
+      if (m.reasoning_content && contentText(m.reasoning_content).trim()) {
+        this.addThinking(contentText(m.reasoning_content));
+      }
       const text = contentText(m.content);
       if (text.trim()) {
         const { node } = this.addAssistant(text);
@@ -332,6 +373,7 @@ export class Conversation {
       clearInterval(this.timer);
       this.timer = 0;
       this.setNote("", false);
+      this.endThinking();
       this.settleTools();
     }
     this.dom.thinking.hidden = !running;

@@ -3,6 +3,8 @@
 
 import { contentText } from "./util.js";
 
+const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking_finished"]);
+
 export class Frames {
   /**
    * page: {conv, composer, setRunning(running, runId), onHistory(frame), notice(message),
@@ -20,6 +22,8 @@ export class Frames {
 
   handle(f) {
     const { conv, setRunning, notice, refreshSoon } = this.page;
+    // A model call's reasoning comes before what it says or does; either ends its block.
+    if (ENDS_THINKING.has(f.type) && (f.type !== "message" || f.role !== "user")) conv.endThinking();
     switch (f.type) {
       case "history":
         this.page.onHistory(f);
@@ -37,7 +41,7 @@ export class Frames {
         conv.streamEnd(f.msg_id, Boolean(f.discarded), Boolean(f.stopped));
         break;
       case "thinking":
-        conv.setNote(contentText(f.content), this.last === "thinking");
+        conv.thinkingChunk(contentText(f.content));
         break;
       case "tool_call":
         conv.toolCall(f.id, f.name, f.arguments);
