@@ -17,6 +17,8 @@ import logging
 import os
 import re
 import stat
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,24 +33,45 @@ _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
 NAME = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 
 
+@dataclass(frozen=True, slots=True)
+class FileText:
+    """What was read of a file, with its size (bytes) and time as the open file had them."""
+
+    text: str
+    size: int
+    modified: datetime
+
+
 def workspace_skills(workspace: Path, *, fenced: bool = False) -> list[SkillEntry]:
     """Every readable skill file of the folder `workspace`, by folder name order; `fenced`,
     only those that are inside it (an agent works in a user's folder, and may leave links
     there)."""
-    folder = workspace / "skills"
-    if not folder.is_dir():
+    return [entry for entry, _ in skill_files(workspace, fenced=fenced)]
+
+
+def skill_files(folder: Path, *, fenced: bool = False) -> list[tuple[SkillEntry, FileText]]:
+    """`workspace_skills`, each with what its file was when it was read."""
+    skills = folder / "skills"
+    if not skills.is_dir():
         return []
     found = []
-    for path in sorted(folder.glob(f"*/{SKILL_FILE}")):
-        entry = read_skill_file(path, inside=workspace if fenced else None)
-        if entry is not None:
-            found.append(entry)
+    for path in sorted(skills.glob(f"*/{SKILL_FILE}")):
+        read = read_text_file(path, SKILL_FILE_LIMIT, inside=folder if fenced else None)
+        entry = None if read is None else parse_skill(path, read.text)
+        if entry is not None and read is not None:
+            found.append((entry, read))
     return found
 
 
 def read_plain_file(path: Path, limit: int, *, inside: Path | None = None) -> str | None:
     """The first `limit` characters of the text file `path`; None when it is not there or
     cannot be read, or, with `inside`, leads out of that folder through a link."""
+    read = read_text_file(path, limit, inside=inside)
+    return None if read is None else read.text
+
+
+def read_text_file(path: Path, limit: int, *, inside: Path | None = None) -> FileText | None:
+    """`read_plain_file`, with the file's size and time."""
     # Not blocking: a named pipe in place of the file would hold the reader forever.
     flags = os.O_RDONLY | os.O_NONBLOCK
     try:
@@ -63,10 +86,15 @@ def read_plain_file(path: Path, limit: int, *, inside: Path | None = None) -> st
             # folder's agent may swap the file for a link out of it at any moment.
             fd = openat.open_file(folder, target, flags)
         with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            facts = os.fstat(fd)
+            if not stat.S_ISREG(facts.st_mode):
                 logger.warning("%s is not a plain file; it is not read", path)
                 return None
-            return fh.read(limit)
+            return FileText(
+                text=fh.read(limit),
+                size=facts.st_size,
+                modified=datetime.fromtimestamp(facts.st_mtime, tz=UTC),
+            )
     except FileNotFoundError:
         return None
     except openat.LinkFound:
@@ -79,8 +107,11 @@ def read_plain_file(path: Path, limit: int, *, inside: Path | None = None) -> st
 
 def read_skill_file(path: Path, *, inside: Path | None = None) -> SkillEntry | None:
     text = read_plain_file(path, SKILL_FILE_LIMIT, inside=inside)
-    if text is None:
-        return None
+    return None if text is None else parse_skill(path, text)
+
+
+def parse_skill(path: Path, text: str) -> SkillEntry | None:
+    """The skill that the text of the file `path` describes; None when it names none."""
     meta: dict[str, Any] = {}
     body = text
     match = _FRONTMATTER.match(text)

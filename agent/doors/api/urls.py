@@ -9,7 +9,7 @@ from typing import Any
 from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agent.doors.api import cron, mcp, memory, skills, uploads, views
+from agent.doors.api import cron, mcp, memory, prompt_files, skills, uploads, views
 from agent.doors.api.errors import not_found
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
 
@@ -31,6 +31,10 @@ urlpatterns = [
     ),
     *route("skills", skills.SkillList.as_view(), "skill-list"),
     *route("skills/<slug:name>", skills.SkillDetail.as_view(), "skill-detail"),
+    *route("prompt-files", prompt_files.PromptFileList.as_view(), "prompt-file-list"),
+    *route(
+        "prompt-files/<str:name>", prompt_files.PromptFileDetail.as_view(), "prompt-file-detail"
+    ),
     *route("memory", memory.MemoryList.as_view(), "memory-list"),
     *route("memory/<int:memory_id>", memory.MemoryDetail.as_view(), "memory-detail"),
     *route("cron-jobs", cron.CronJobList.as_view(), "cron-job-list"),
