@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "sessions_app",
     "cron_app",
     "skills_app",
@@ -85,6 +87,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as axes asks: it turns a sign-in that axes refused into the locked-out page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -173,6 +177,47 @@ CONTENT_SECURITY_POLICY = {
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
+
+# Wrong passwords are throttled (django-axes, see agentsite/login_throttle.py): after
+# AGENT_LOGIN_FAILURE_LIMIT failures for one username, or AGENT_LOGIN_ADDRESS_FAILURE_LIMIT
+# from one address, every password for it, the right one too, is refused with a 429 page
+# until AGENT_LOGIN_COOLOFF seconds have passed since the last failure. A sign-in clears
+# that account's failures from that address. The sign-in page and the admin's go through
+# the same check; staff see and clear lockouts in the admin ("Access attempts"). A limit of
+# 0 turns the throttle off.
+AGENT_LOGIN_FAILURE_LIMIT = env.int("AGENT_LOGIN_FAILURE_LIMIT", default=5)
+AGENT_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("AGENT_LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
+AGENT_LOGIN_COOLOFF = env.int("AGENT_LOGIN_COOLOFF", default=900)
+# Reverse proxies in front of the site that append the address they were reached from to
+# X-Forwarded-For. 0: none, the connection's address is the client's. Behind one proxy on
+# this machine every connection comes from 127.0.0.1, and one address's limit would lock
+# every visitor out at once, so set it to the number of proxies (and only then: a client
+# reaching the site directly could write any address into the header).
+AGENT_PROXY_COUNT = env.int("AGENT_PROXY_COUNT", default=0)
+if AGENT_LOGIN_FAILURE_LIMIT and min(AGENT_LOGIN_ADDRESS_FAILURE_LIMIT, AGENT_LOGIN_COOLOFF) < 1:
+    raise ImproperlyConfigured(
+        "AGENT_LOGIN_ADDRESS_FAILURE_LIMIT and AGENT_LOGIN_COOLOFF must be at least 1 "
+        "(AGENT_LOGIN_FAILURE_LIMIT=0 turns the sign-in throttle off)"
+    )
+AUTHENTICATION_BACKENDS = [
+    # axes' AxesStandaloneBackend, first: it refuses a locked-out sign-in before any
+    # password is checked.
+    "agentsite.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = AGENT_LOGIN_FAILURE_LIMIT > 0
+AXES_FAILURE_LIMIT = max(AGENT_LOGIN_FAILURE_LIMIT, 1)
+# Either one locks: the username's failures from any address, or the address's failures
+# for any username (each against its own limit: see LoginThrottle).
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = timedelta(seconds=max(AGENT_LOGIN_COOLOFF, 1))
+AXES_RESET_ON_SUCCESS = True
+# Tries during a lockout are refused uncounted: the cool-off runs from the last failure
+# that was checked, so "try again in 15 minutes" holds for somebody who tried once more.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_HANDLER = "agentsite.login_throttle.LoginThrottle"
+AXES_CLIENT_IP_CALLABLE = "agentsite.login_throttle.client_address"
+AXES_LOCKOUT_CALLABLE = "agentsite.login_throttle.lockout_response"
 
 # The first login `make run` creates when no superuser exists yet.
 DJANGO_SUPERUSER_USERNAME = env.str("DJANGO_SUPERUSER_USERNAME", default="")
