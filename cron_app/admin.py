@@ -25,6 +25,16 @@ class CronJobForm(forms.ModelForm):
         model = CronJob
         fields = (*EDITABLE, *SCHEDULE)
 
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        owner = self.cleaned_data.get("owner")
+        adding = self.instance.pk is None
+        if owner is not None and (adding or "owner" in self.changed_data):
+            # The admin saves the form in the transaction it validates it in: the owner's
+            # row stays locked until the job is saved.
+            services.make_room(owner_id=owner.pk, moving=None if adding else self.instance.pk)
+        return cleaned
+
     def timing_changed(self) -> bool:
         return bool(SCHEDULE_FIELDS & set(self.changed_data))
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -52,9 +54,39 @@ def create_job(*, owner: User | None = None, owner_id: int | None = None, **fiel
     if not job.name:
         job.name = job.message[:60].strip() or "cron job"
     job.full_clean()
+    make_room(owner_id=job.owner_id)
     job.plan(timezone.now())
     job.save()
     return job
+
+
+@transaction.atomic
+def make_room(*, owner_id: int, moving: int | None = None) -> None:
+    """Refuse (`ValidationError`) one job more for the user once they have
+    `AGENT_CRON_MAX_JOBS`: each job's runs are turns of theirs. `moving`: a job of someone
+    else's being given to them. Call it inside the transaction that saves the job: the
+    user's row is locked first (PostgreSQL; SQLite writes one transaction at a time), so
+    that of two jobs made at once the second counts the first."""
+    limit = settings.AGENT_CRON_MAX_JOBS
+    users = get_user_model().objects.select_for_update().filter(pk=owner_id)
+    name = users.values_list(get_user_model().USERNAME_FIELD, flat=True).first()
+    jobs = CronJob.objects.filter(owner_id=owner_id)
+    if moving is not None:
+        jobs = jobs.exclude(pk=moving)
+    held = jobs.count()
+    if held < limit:
+        return
+    if limit <= 0:
+        raise ValidationError(
+            f"cron jobs are turned off on this site (AGENT_CRON_MAX_JOBS is {limit})",
+            code="max_jobs",
+        )
+    over = held - limit + 1
+    raise ValidationError(
+        f"{name or 'this user'} has {held} cron jobs, and one user may have at most {limit} "
+        f"(AGENT_CRON_MAX_JOBS): remove {'one' if over == 1 else over} before adding another",
+        code="max_jobs",
+    )
 
 
 @transaction.atomic

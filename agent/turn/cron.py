@@ -2,11 +2,14 @@
 
 A run of job N is a turn of session `cron:N` (the job's owner's) with the job's message;
 its answer is then delivered to the session the job reports to: saved there, and shown on
-its open sockets as a `message` frame followed by `cron_executed`.
+its open sockets as a `message` frame followed by `cron_executed`. Each run counts against
+its owner's turn rate (`ratelimit`); one past it does not call the model: the job records
+it as skipped, with why, and nothing is delivered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 from datetime import datetime
@@ -22,7 +25,7 @@ from agent import failures
 from agent.conf import agent_settings
 from agent.events import CronExecuted
 from agent.tools import JobInfo, ToolError
-from agent.turn import fanout, store
+from agent.turn import fanout, ratelimit, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
 from cron_app.models import CronJob
@@ -31,6 +34,9 @@ from sessions_app.models import Session
 logger = logging.getLogger(__name__)
 
 CHANNEL = "cron"
+# How `run_job` ends a run that the owner's turn rate kept from starting; the job records
+# it as skipped, with why.
+LIMITED = "limited"
 
 
 async def run_job(job_id: int, *, scheduled: bool = True, due: datetime | None = None) -> str:
@@ -53,12 +59,16 @@ async def run_job(job_id: int, *, scheduled: bool = True, due: datetime | None =
     status, text, delivered = await _turn(job, target)
     await store.record_job_run(
         job_id=job.pk,
-        status=status,
+        status=CronJob.Status.SKIPPED if status == LIMITED else status,
         error="" if status in ("succeeded", "skipped") else text,
         when=started,
     )
     if status == "skipped":
         logger.info("cron job %s is still running; this run is skipped", job.pk)
+        return status
+    if status == LIMITED:
+        # Not told in the chat: a job every few seconds would fill it with these.
+        logger.warning("cron job %s %s", job.pk, text)
         return status
     ran = CronExecuted(job_id=str(job.pk), status=status)
     if delivered:  # the model sent its answer itself, with the message tool
@@ -79,6 +89,12 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     )
     if run is None:
         return "skipped", "", False
+    # Counted once the run is sure to be a turn: a run skipped for the one still going
+    # takes no place in the owner's window.
+    if await asyncio.to_thread(ratelimit.take, job.owner_id) is not None:
+        why = ratelimit.past_rate(job.owner.get_username())
+        await store.fail_unfinished_run(run_id=run.pk, text=f"Skipped: {why}.", error=why)
+        return LIMITED, f"skipped: {why}", False
     result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk), reply_to=target)
     return result.status, result.text, result.delivered
 

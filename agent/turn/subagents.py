@@ -6,12 +6,17 @@ of its own, no history, and `AGENT_SUBAGENT_MAX_ITERATIONS`. Its run record name
 session that started it (`Run.parent`), so `/stop` there stops it too, and how it ended
 is announced there: a `subagent_completed` frame, then a short turn on the `system`
 channel in which the agent tells the user what came of it.
+
+A sub-agent's turn counts against its owner's turn rate (`ratelimit`) when it is started,
+and so does the announcing turn: past the rate `spawn` and `subagent` refuse with why (the
+parent turn's tool result), and the announcement is the sub-agent's answer as it gave it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -19,7 +24,8 @@ from django.contrib.auth.models import User
 from agent import context
 from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
-from agent.turn import fanout, store
+from agent.turn import fanout, ratelimit, store
+from agent.turn.delivery import post
 from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
 from sessions_app.models import Run, Session
@@ -44,6 +50,7 @@ class SessionAgents:
         self.model = model
 
     async def spawn(self, task: str, label: str) -> str:
+        await self._count()
         run = await store.queue_subagent(
             parent=self.session, task=task, label=label, model=self.model
         )
@@ -53,6 +60,7 @@ class SessionAgents:
         return str(run.pk)
 
     async def run(self, task: str, label: str) -> str:
+        await self._count()
         run = await store.queue_subagent(
             parent=self.session, task=task, label=label, model=self.model
         )
@@ -62,6 +70,17 @@ class SessionAgents:
         if status != Run.Status.SUCCEEDED:
             raise ToolError(f"the sub-agent {status}: {text}")
         return text
+
+    async def _count(self) -> None:
+        """Count the sub-agent's turn against the owner's rate, or refuse to start it."""
+        if self.owner is None:
+            return  # a turn of no account (the command line's): nobody's rate to count
+        wait = await asyncio.to_thread(ratelimit.take, self.owner.pk)
+        if wait is not None:
+            raise ToolError(
+                f"no sub-agent was started: {ratelimit.past_rate(self.owner.get_username())}; "
+                f"try again in {math.ceil(wait)} s, or do the task yourself"
+            )
 
 
 async def _run(run: Run, owner: User | None) -> tuple[str, str]:
@@ -117,6 +136,17 @@ async def announce(run_id: UUID) -> None:
     if run.status in (Run.Status.CANCELLED, Run.Status.QUEUED, Run.Status.RUNNING):
         return  # stopped: the /stop answer said so; unfinished: it is not over yet
     result = (run.text or run.error or "")[:RESULT_CHARS]
+    owner = parent.owner
+    if owner is not None and await asyncio.to_thread(ratelimit.take, owner.pk) is not None:
+        # The agent's own words would take a turn past the owner's rate: the answer as it is.
+        why = ratelimit.past_rate(owner.get_username())
+        said = {"succeeded": "finished"}.get(run.status, run.status)
+        await post(
+            parent,
+            f"The sub-agent '{run.label or 'task'}' {said}. Its answer, as it "
+            f"gave it ({why}):\n\n{result or '(no answer)'}",
+        )
+        return
     content = context.announcement(
         label=run.label or "task", task=run.prompt[:RESULT_CHARS], status=run.status, result=result
     )
