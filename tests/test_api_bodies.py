@@ -15,7 +15,13 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("agent_settings")]
 LONE = "\ud800"
 DEEP = "[" * 100_000 + "]" * 100_000
 
-TASK = {"prompt": "hi", "context": "about", "session": "api:x", "model": "m", "wait": False}
+TASK = {
+    "prompt": "hi",
+    "context": "about",
+    "session": "api:x",
+    "model": "openai/scripted",
+    "wait": False,
+}
 CRON_JOB = {
     "name": "daily",
     "message": "Hi",

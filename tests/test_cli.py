@@ -130,7 +130,9 @@ def test_without_any_superuser_it_works_as_no_account(
 def test_separate_sessions_do_not_share_history(cli: Run, llm: ScriptedLLM) -> None:
     llm.reply("one").reply("two")
     assert cli("-m", "first", "--session", "cli:a").returncode == 0
-    result = cli("-m", "second", "--session", "cli:b", "--model", "openai/other")
+    result = cli(
+        "-m", "second", "--session", "cli:b", "--model", "openai/other", AGENT_MODELS="openai/other"
+    )
     assert result.returncode == 0, result.stderr
     assert [m["role"] for m in llm.requests[-1]["messages"]] == ["system", "user"]
     assert llm.requests[-1]["model"] == "other"

@@ -186,7 +186,8 @@ async def test_two_sockets_on_one_session_both_get_the_reply(llm: ScriptedLLM, t
     await second.disconnect()
 
 
-async def test_slash_commands(llm: ScriptedLLM, token: str) -> None:
+async def test_slash_commands(llm: ScriptedLLM, token: str, settings) -> None:
+    settings.AGENT_MODELS = ["openai/another"]
     socket, _ = await open_chat("c1", token)
     await socket.send_json_to({"type": "message", "content": "/help"})
     help_frame = (await receive_until(socket, "message", role="assistant"))[-1]

@@ -144,15 +144,17 @@ async def test_bad_input_is_refused_and_nothing_is_stored(
     assert await messages_of("api:bad") == []
 
 
-async def test_per_call_model_overrides_the_default(llm: ScriptedLLM) -> None:
+async def test_per_call_model_overrides_the_default(llm: ScriptedLLM, settings) -> None:
+    settings.AGENT_MODELS = ["openai/other-model"]
     llm.reply("ok")
     await run_turn("api:m", "hi", channel="api", model="openai/other-model")
     assert llm.requests[0]["model"] == "other-model"
 
 
-async def test_slash_model_switches_the_session_model(llm: ScriptedLLM) -> None:
+async def test_slash_model_switches_the_session_model(llm: ScriptedLLM, settings) -> None:
     shown = await run_turn("web:s", "/model", channel="web")
     assert shown.text == "Model: openai/scripted"
+    settings.AGENT_MODELS = ["openai/switched"]
     switched = await run_turn("web:s", "/model openai/switched", channel="web")
     assert "openai/switched" in switched.text
     llm.reply("ok")

@@ -98,6 +98,9 @@ def classify(exc: BaseException) -> errors.LLMError:
 
     known: errors.ClassKind | None = None
     default: errors.ErrorKind = "unknown"
+    # What users read when the class tells: a connection failure's text names hosts and
+    # Python objects ("Cannot connect to host … ssl:<ssl.SSLContext object at 0x…>").
+    said: str | None = None
     if isinstance(exc, litellm.ContextWindowExceededError):
         known = "context_overflow"
     elif isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
@@ -106,6 +109,10 @@ def classify(exc: BaseException) -> errors.LLMError:
     # and of the SDK's own when one gets through unwrapped.
     elif isinstance(exc, litellm.RateLimitError | openai.APIConnectionError):
         known = "transient"
+        if isinstance(exc, openai.APITimeoutError):  # litellm's Timeout among them
+            said = errors.TIMED_OUT
+        elif isinstance(exc, openai.APIConnectionError):
+            said = errors.CONNECTION_FAILED
     elif isinstance(
         exc, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError
     ):
@@ -114,7 +121,7 @@ def classify(exc: BaseException) -> errors.LLMError:
     # failure it wraps: a 400 in mid-stream stays a bad request.
     elif isinstance(exc, litellm.ServiceUnavailableError | litellm.InternalServerError):
         default = "transient"
-    return errors.classify(exc, known=known, default=default)
+    return errors.classify(exc, known=known, default=default, said=said)
 
 
 def cost(model: str, usage: dict[str, int]) -> float | None:

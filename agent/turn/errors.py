@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
-from agent.conf import MODEL_HELP
+from agent.conf import MODEL_HELP, AgentSettings
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 100_000
 MODEL_NAME = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
@@ -59,3 +62,52 @@ def validate_model_name(name: str) -> str:
             "a model name uses only letters, digits and . _ : / - (at most 200)", field="model"
         )
     return name
+
+
+def allowed_models_text(conf: AgentSettings) -> str:
+    """The ids users may pick, the default first, as a sentence can list them."""
+    return ", ".join(conf.models)
+
+
+def allowed_model(name: str, conf: AgentSettings) -> str:
+    """`name` if the operator lets users pick it (AGENT_MODEL, AGENT_MODELS); refused
+    otherwise, before anything is recorded or sent to a provider.
+
+    A provider would answer an id it does not know with its own error text, and one it
+    does know could cost the operator money they did not agree to spend."""
+    validate_model_name(name)
+    if not conf.models:
+        raise ModelNotConfigured()
+    if name not in conf.models:
+        raise InvalidInput(
+            f"the model {name} is not available here; choose one of: {allowed_models_text(conf)}",
+            field="model",
+        )
+    return name
+
+
+def choose_model(asked: str | None, stored: str, conf: AgentSettings, *, key: str) -> str:
+    """The model a turn of session `key` talks to: the one `asked` for, else the session's
+    `stored` choice, else AGENT_MODEL.
+
+    One asked for (on the API, by the command line, carried by a queued task) that is not
+    allowed (any more) is refused. The session's own choice (`/model`; cron jobs and the
+    heartbeat copy it into the runs they queue) that the operator has since taken off the
+    list falls back to AGENT_MODEL with a log line: the conversation goes on rather than
+    failing until its owner picks another, and the stored choice is kept should it return.
+    """
+    if asked and asked != stored:
+        return allowed_model(asked, conf)
+    chosen = asked or stored
+    if chosen and chosen in conf.models:
+        return chosen
+    if chosen:
+        logger.warning(
+            "%s uses %s, which AGENT_MODELS no longer allows; it gets %s instead",
+            key,
+            chosen,
+            conf.model or "no model",
+        )
+    if not conf.model:
+        raise ModelNotConfigured()
+    return conf.model

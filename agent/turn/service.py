@@ -19,11 +19,11 @@ from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, discard
 from agent.turn import slash, store
 from agent.turn.errors import (
-    ModelNotConfigured,
     SessionGone,
     TurnError,
+    allowed_model,
+    choose_model,
     validate_content,
-    validate_model_name,
 )
 from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.runner import STOPPED_TEXT, TurnResult, TurnRunner
@@ -64,7 +64,7 @@ async def run_turn(
     the user's `content`; events go to `emit`."""
     validate_content(content)
     if model:
-        validate_model_name(model)
+        allowed_model(model, agent_settings())
     ref = session if isinstance(session, SessionRef) else SessionRef(session)
     row = await _open(ref)
     try:
@@ -135,9 +135,7 @@ async def _run(
     if command is not None:
         return await _answer(command, session, emit, queued=queued, conf=conf)
 
-    model_id = model or session.model or conf.model
-    if not model_id:
-        raise ModelNotConfigured()
+    model_id = choose_model(model, session.model, conf, key=session.key)
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)

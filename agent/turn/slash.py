@@ -9,7 +9,7 @@ from uuid import UUID
 
 from agent.conf import AgentSettings
 from agent.turn import memory, store
-from agent.turn.errors import validate_model_name
+from agent.turn.errors import TurnError, allowed_model, allowed_models_text, choose_model
 from agent.turn.locks import cancel_running, session_lock
 from agent.turn.watch import announce_stop
 from sessions_app.models import Session
@@ -22,7 +22,7 @@ NEW_WAIT_SECONDS = 60
 HELP = """Commands:
 /new — archive this conversation and start afresh
 /stop — stop the running turn and its sub-agents
-/model NAME — use another model in this session (no name: show the current one)
+/model NAME — use another model in this session (no name: show it and the choices)
 /help — this list"""
 
 
@@ -64,7 +64,7 @@ async def _help(args: str, ctx: _Context) -> str:
 async def _new(args: str, ctx: _Context) -> str:
     # Waits for a running turn to finish, so that its messages are archived with the rest.
     async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
-        model = ctx.session.model or ctx.conf.model
+        model = _current_model(ctx)
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
             await memory.consolidate(
@@ -88,11 +88,25 @@ async def _stop(args: str, ctx: _Context) -> str:
 
 
 async def _model(args: str, ctx: _Context) -> str:
-    if not args:
-        current = ctx.session.model or ctx.conf.model
-        return f"Model: {current}" if current else "No model is set (AGENT_MODEL is empty)."
-    await store.set_session_model(session=ctx.session, model=validate_model_name(args))
-    return f"This session now uses {args}."
+    if args:
+        # Refused with the list of allowed ids, like a model asked for through any door.
+        model = allowed_model(args, ctx.conf)
+        await store.set_session_model(session=ctx.session, model=model)
+        return f"This session now uses {model}."
+    current = _current_model(ctx)
+    if not current:
+        return "No model is set (AGENT_MODEL is empty)."
+    if len(ctx.conf.models) < 2:
+        return f"Model: {current}"
+    return f"Model: {current}\nAvailable: {allowed_models_text(ctx.conf)}"
+
+
+def _current_model(ctx: _Context) -> str:
+    """What the session's next turn talks to; empty with no model configured."""
+    try:
+        return choose_model(None, ctx.session.model, ctx.conf, key=ctx.session.key)
+    except TurnError:
+        return ""
 
 
 _HANDLERS: dict[str, Callable[[str, _Context], Awaitable[str]]] = {

@@ -5,8 +5,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.turn.errors import MAX_MESSAGE_CHARS, MODEL_NAME, InvalidInput, validate_content
+from agent.turn.errors import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
 from sessions_app import keys
 from sessions_app.models import Message, Run, Session
 
@@ -78,8 +79,20 @@ class TaskIn(serializers.Serializer):
         "`A-Z a-z 0-9 _ . @ -`, and not `.` or `..`. The chat page opens `web:<id>` at "
         "`/c/<id>/` and `api:<id>` at `/c/api:<id>/`.",
     )
-    model = serializers.RegexField(MODEL_NAME, max_length=200, required=False)
+    model = StrictCharField(
+        max_length=200,
+        required=False,
+        help_text="One of the ids `GET /api/models` lists (AGENT_MODEL and AGENT_MODELS); "
+        "without it, the session's own choice or AGENT_MODEL.",
+    )
     wait = serializers.BooleanField(default=True)
+
+    def validate_model(self, value: str) -> str:
+        # Refused here, so that no run is recorded and no provider asked for another id.
+        try:
+            return allowed_model(value, agent_settings())
+        except InvalidInput as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate_prompt(self, value: str) -> str:
         # The same rules as a message through the web chat or the command line.
@@ -142,3 +155,13 @@ class HealthOut(serializers.Serializer):
     status = serializers.CharField()
     model = serializers.CharField(allow_null=True)
     tools = serializers.ListField(child=serializers.CharField())
+
+
+class ModelsOut(serializers.Serializer):
+    default = serializers.CharField(
+        allow_null=True, help_text="AGENT_MODEL: what a session uses until it picks another."
+    )
+    models = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The ids a session, a task or `/model` may pick, the default first.",
+    )

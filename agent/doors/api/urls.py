@@ -21,6 +21,7 @@ def route(pattern: str, view: Any, name: str) -> list[URLPattern]:
 urlpatterns = [
     *route("health", views.Health.as_view(), "health"),
     *route("tools", views.Tools.as_view(), "tools"),
+    *route("models", views.Models.as_view(), "models"),
     *route("tasks", views.TaskCreate.as_view(), "task-create"),
     *route("tasks/<uuid:task_id>", views.TaskDetail.as_view(), "task-detail"),
     *route("tasks/<uuid:task_id>/cancel", views.TaskCancel.as_view(), "task-cancel"),

@@ -23,6 +23,7 @@ from agent.doors.api.serializers import (
     HealthOut,
     MessageOut,
     MessagesQueryIn,
+    ModelsOut,
     SessionOut,
     SessionUpdateIn,
     TaskIn,
@@ -140,6 +141,17 @@ class Health(APIView):
         # Tools of MCP servers not yet connected are left out: a health check never connects.
         names = known_tool_names(agent_settings())
         return Response({"status": "ok", "model": model, "tools": names})
+
+
+class Models(APIView):
+    @extend_schema(
+        responses={200: ModelsOut, **AUTH_ERRORS},
+        description="The model ids you may pick (`model` of a task, `/model` in a chat): "
+        "AGENT_MODEL, the default, and AGENT_MODELS. Any other id is refused with a 400.",
+    )
+    def get(self, request: Request) -> Response:
+        conf = agent_settings()
+        return Response(ModelsOut({"default": conf.model or None, "models": conf.models}).data)
 
 
 class Tools(APIView):

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agent.conf import agent_settings
 from agent.doors.terminal import PlainPrinter, RichPrinter
 from agent.management.accounts import account
-from agent.turn.errors import TurnError
+from agent.turn.errors import TurnError, allowed_model
 from agent.turn.service import SessionRef, run_turn
 from agentsite.database import migrate_embedded
 
@@ -30,7 +30,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("-m", "--message", help="send one message, print the reply, exit")
         parser.add_argument("--session", default="cli:direct", help="session key (cli:direct)")
-        parser.add_argument("--model", default=None, help="litellm model id for this run")
+        parser.add_argument(
+            "--model",
+            default=None,
+            help="model id for this run: AGENT_MODEL or one of AGENT_MODELS",
+        )
         parser.add_argument(
             "--user",
             default=None,
@@ -38,6 +42,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["model"]:
+            # Before anything else, so that an interactive chat does not refuse every line.
+            try:
+                allowed_model(options["model"], agent_settings())
+            except TurnError as exc:
+                raise CommandError(str(exc), returncode=2) from None
         if options["verbosity"] < 2:
             # The terminal shows retries and failures itself; log lines would repeat them.
             logging.getLogger("agent").setLevel(logging.ERROR)
