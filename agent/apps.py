@@ -24,22 +24,6 @@ def _relay_from_worker(**kwargs: Any) -> None:
         write_through_database()
 
 
-def _check_tools(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
-    # A tool that cannot load stops the server at start-up, not its first turn.
-    from django.core.exceptions import ImproperlyConfigured
-
-    from agent.conf import agent_settings
-    from agent.turn.toolbox import load_tool
-
-    errors: list[checks.CheckMessage] = []
-    for path in agent_settings().tools:
-        try:
-            load_tool(path)
-        except ImproperlyConfigured as exc:
-            errors.append(checks.Error(str(exc), id="agent.E001"))
-    return errors
-
-
 class AgentConfig(AppConfig):
     name = "agent"
     verbose_name = "Agent"
@@ -48,6 +32,7 @@ class AgentConfig(AppConfig):
         from django.contrib.auth import get_user_model
 
         from agent import accounts
+        from agent.checks import check_tools
         from agent.turn.fanout import on_session_deleted
         from sessions_app.models import Session
 
@@ -60,7 +45,8 @@ class AgentConfig(AppConfig):
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")
         post_migrate.connect(_ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")
-        checks.register(_check_tools)
+        # A tool that cannot load stops the site at start-up, not at its first turn.
+        checks.register(check_tools)
         from django_q.signals import pre_execute
 
         pre_execute.connect(_relay_from_worker, dispatch_uid="agent.relay_from_worker")

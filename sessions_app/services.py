@@ -361,6 +361,14 @@ def fail_dead_runs(*, unstarted_after: timedelta | None = None) -> list[UUID]:
     return ids
 
 
+def hand_back_runs(*, run_ids: Collection[UUID]) -> int:
+    """Leave these running turns to `fail_dead_runs` at once, as if their process had died a
+    while ago: it is stopping and will not finish them. How many were still running."""
+    long_ago = timezone.now() - timedelta(seconds=2 * STALE_AFTER_SECONDS)
+    running = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING)
+    return running.update(heartbeat=long_ago)
+
+
 def fail_unfinished_run(*, run_id: UUID, text: str, error: str) -> bool:
     """Mark the run failed unless it already ended; whether it was still unfinished."""
     unfinished = Run.objects.filter(pk=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.django_db
 class Ended:
     """A sentinel process that has stopped, as a cluster's is once a signal stopped it."""
 
+    exitcode = 0
+
     def is_alive(self) -> bool:
         return False
 

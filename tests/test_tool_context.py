@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ImproperlyConfigured
 
 from agent.conf import agent_settings
 from agent.events import Collector
 from agent.turn.service import SessionRef, run_turn
-from agent.turn.toolbox import tool_registry
+from agent.turn.toolbox import tool_problems, tool_registry
 from sessions_app.models import Message, Session
 from tests import custom_tools
 from tests.conftest import run_manage
@@ -122,23 +121,26 @@ async def test_delivery_to_another_conversation_saves_it_there_for_the_same_owne
 @pytest.mark.parametrize(
     ("path", "words"),
     [
-        ("tests.custom_tools.Missing", "cannot import"),
-        ("tests.custom_tools.not_a_tool", "is not an agent.tools.Tool"),
-        ("no_such_module.Tool", "cannot import"),
+        ("tests.custom_tools.Missing", "cannot be imported"),
+        ("tests.custom_tools.not_a_tool", "is not a Tool"),
+        ("no_such_module.Tool", "cannot be imported"),
     ],
 )
 def test_a_bad_agent_tools_entry_says_which_and_why(settings: Any, path: str, words: str) -> None:
-    settings.AGENT_TOOLS = [path]
-    with pytest.raises(ImproperlyConfigured, match=words) as raised:
-        tool_registry(agent_settings())
-    assert path in str(raised.value)
+    settings.AGENT_TOOLS = [path, "tests.custom_tools.WhoAmI"]
+    [problem] = tool_problems(agent_settings())
+    assert path in problem and words in problem
+    # A process that started anyway serves without it, rather than failing every turn.
+    registry = tool_registry(agent_settings())
+    assert "whoami" in registry and "read_file" in registry
 
 
 def test_a_bad_agent_tools_entry_stops_the_server_at_start_up(site_env: dict[str, str]) -> None:
     env = {**site_env, "AGENT_TOOLS": "tests.custom_tools.not_a_tool"}
     done = run_manage(env, "serve", "--port", "1")
     assert done.returncode != 0
-    assert "agent.E001" in done.stderr and "tests.custom_tools.not_a_tool" in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: AGENT_TOOLS: 'tests.custom_tools.not_a_tool' is not a Tool")
 
 
 def test_agent_tools_from_the_environment_reach_the_command_line(

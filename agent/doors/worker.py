@@ -60,9 +60,12 @@ def run_cron_job(job_id: int, scheduled: bool = True, due: str | None = None) ->
 
 def run_heartbeat() -> str:
     """Scheduled (`ensure_schedules`): a beat of its own for each user whose HEARTBEAT.md
-    asks for something, side by side on the workers."""
+    asks for something, side by side on the workers. Nothing once the heartbeat is off
+    (`AGENT_HEARTBEAT_INTERVAL=0`), even if its schedule is still there or it was queued."""
     from django_q.tasks import async_task
 
+    if agent_settings().heartbeat_interval <= 0:
+        return "off"
     users = heartbeat.due_users(agent_settings())
     for user in users:
         async_task(heartbeat.USER_BEAT_TASK, user.pk, task_name=f"heartbeat-{user.pk}")
@@ -73,6 +76,8 @@ def run_user_heartbeat(user_id: int) -> str:
     """One user's heartbeat (queued by `run_heartbeat`)."""
     from django.contrib.auth import get_user_model
 
+    if agent_settings().heartbeat_interval <= 0:
+        return "off"
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         return "missing"
@@ -90,16 +95,27 @@ HEARTBEAT_SCHEDULE = "Heartbeat"
 
 
 def ensure_schedules(**kwargs: Any) -> None:
-    """`post_migrate`: the worker's periodic jobs exist, as every `migrate` leaves them,
-    even if someone deleted one in the admin since."""
+    """The worker's periodic jobs as the settings say: after every `migrate` (`post_migrate`)
+    and as every worker starts (`manage.py qcluster`), even if someone deleted or changed one
+    in the admin since. A heartbeat interval of 0 deletes its schedule."""
     # Every 20 seconds; the worker looks at its schedules every 30.
     ensure_schedule(name=SWEEP_SCHEDULE, func=f"{__name__}.fail_dead_runs", cron="* * * * * */20")
     interval = agent_settings().heartbeat_interval
     if interval > 0:
         minutes = max(1, round(interval / 60))  # django-q2 counts intervals in minutes
         ensure_schedule(name=HEARTBEAT_SCHEDULE, func=f"{__name__}.run_heartbeat", minutes=minutes)
+        _no_later_than(HEARTBEAT_SCHEDULE, timedelta(minutes=minutes))
     else:
         drop_schedule(name=HEARTBEAT_SCHEDULE)
+
+
+def _no_later_than(name: str, interval: timedelta) -> None:
+    """A shorter interval counts from now: the run planned on the longer one may be far off."""
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    soonest = timezone.now() + interval
+    Schedule.objects.filter(name=name, next_run__gt=soonest).update(next_run=soonest)
 
 
 def fail_dead_runs() -> int:

@@ -8,8 +8,10 @@ which binds the turn's frozen `ToolContext` to every call.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from agent import failures
@@ -236,3 +238,66 @@ def _validator_for(schema: dict[str, Any]) -> Draft202012Validator:
         Draft202012Validator.check_schema(schema)
         validator = _validators[key] = Draft202012Validator(schema)
     return validator
+
+
+def load_tools(paths: Iterable[str], *, taken: Collection[str]) -> tuple[list[Tool], list[str]]:
+    """The tools that dotted `paths` name (`AGENT_TOOLS`: a `Tool` subclass made without
+    arguments, a `Tool`, or a function that returns one), and one line for each path that
+    gives none: it cannot be imported, is not a tool, raised when made, or is named as a
+    tool of `taken` (the built-in ones) or an earlier path's tool is."""
+    tools: list[Tool] = []
+    problems: list[str] = []
+    owners = dict.fromkeys(taken, "")
+    for path in paths:
+        try:
+            tool = _load_tool(path)
+        except _NotATool as exc:
+            problems.append(f"AGENT_TOOLS: {path!r} {exc}")
+            continue
+        owner = owners.get(tool.name)
+        if owner is not None:
+            taken_by = f"{owner!r} gives one of that name" if owner else "a built-in tool's name"
+            problems.append(f"AGENT_TOOLS: {path!r} gives a tool named {tool.name!r}: {taken_by}")
+            continue
+        owners[tool.name] = path
+        tools.append(tool)
+    return tools, problems
+
+
+class _NotATool(Exception):
+    """Why a dotted path gives no tool, as the rest of a sentence that starts with it."""
+
+
+def _load_tool(path: str) -> Tool:
+    module_name, _, attribute = path.strip().rpartition(".")
+    if not module_name or not attribute:
+        raise _NotATool("cannot be imported: it is not a dotted path (package.module.Name)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _NotATool(f"cannot be imported: {_one_line(exc)}") from exc
+    except Exception as exc:  # the module itself fails: a syntax error, a bad import in it
+        raise _NotATool(f"cannot be imported: {type(exc).__name__}: {_one_line(exc)}") from exc
+    try:
+        target = getattr(module, attribute)
+    except AttributeError as exc:
+        raise _NotATool(f"cannot be imported: {module_name} has no {attribute!r}") from exc
+    tool = target
+    if callable(target) and not isinstance(target, Tool):
+        try:
+            tool = target()
+        except Exception as exc:
+            raise _NotATool(f"raised {type(exc).__name__} when made: {_one_line(exc)}") from exc
+    if not isinstance(tool, Tool):
+        raise _NotATool(
+            f"is not a Tool but {type(tool).__name__!r}: name a Tool subclass, a Tool, or a "
+            "function that returns one"
+        )
+    if not tool.name:
+        raise _NotATool("gives a tool without a name")
+    return tool
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -11,12 +11,10 @@ import logging
 import threading
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
-
 from agent.conf import AgentSettings
-from agent.tools import Limits, Tool, ToolRegistry, WebSettings, build_registry
+from agent.tools import Limits, ToolRegistry, WebSettings, build_registry
 from agent.tools.mcp import McpServerConfig, mcp_hub
+from agent.tools.registry import load_tools
 from agent.turn import store
 
 logger = logging.getLogger(__name__)
@@ -54,6 +52,18 @@ def _shape(conf: AgentSettings) -> tuple[Any, ...]:
 
 
 def _build(conf: AgentSettings) -> ToolRegistry:
+    registry = _built_in(conf)
+    tools, problems = load_tools(conf.tools, taken=registry.names())
+    for problem in problems:
+        # Start-up refuses these (the system check, `tool_problems`); a process started some
+        # other way serves without the tool rather than failing every turn.
+        logger.error("%s; the site runs without it", problem)
+    for tool in tools:
+        registry.register(tool)
+    return registry
+
+
+def _built_in(conf: AgentSettings) -> ToolRegistry:
     conf.workspace.mkdir(parents=True, exist_ok=True)
     return build_registry(
         workspace=conf.workspace,
@@ -72,26 +82,15 @@ def _build(conf: AgentSettings) -> ToolRegistry:
             brave_search_url=conf.brave_search_url,
             duckduckgo_url=conf.duckduckgo_url,
         ),
-        extra=[load_tool(path) for path in conf.tools],
     )
 
 
-def load_tool(path: str) -> Tool:
-    """The tool a dotted path names: a `Tool` subclass (made without arguments), a `Tool`,
-    or a function that returns one."""
-    try:
-        target = import_string(path)
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"AGENT_TOOLS: cannot import {path!r}: {exc}") from exc
-    tool = target() if callable(target) and not isinstance(target, Tool) else target
-    if not isinstance(tool, Tool):
-        raise ImproperlyConfigured(
-            f"AGENT_TOOLS: {path!r} is not an agent.tools.Tool, a Tool subclass, "
-            "or a function returning a Tool"
-        )
-    if not tool.name:
-        raise ImproperlyConfigured(f"AGENT_TOOLS: the tool {path!r} has no name")
-    return tool
+def tool_problems(conf: AgentSettings) -> list[str]:
+    """One line for each `AGENT_TOOLS` entry that gives no tool, saying which and why. Makes
+    the tools afresh, keeping none: the process that asks may fork workers next."""
+    if not conf.tools:
+        return []
+    return load_tools(conf.tools, taken=_built_in(conf).names())[1]
 
 
 async def turn_registry(conf: AgentSettings) -> ToolRegistry:

@@ -180,6 +180,18 @@ async def announce_stop(run_ids: Iterable[UUID]) -> None:
             logger.warning("could not announce the stop of run %s", run_id, exc_info=True)
 
 
+def watched_runs() -> list[UUID]:
+    """The runs whose turns this process is running now, on any of its event loops. For a
+    worker that stops mid-turn (`agent.doors.cluster`), from a thread of its own: it reads
+    copies of what the loops change, and tries again if one changed meanwhile."""
+    for _ in range(5):
+        try:
+            return [run for watcher in list(_watchers.values()) for run in list(watcher.turns)]
+        except RuntimeError:  # a loop added or removed a turn while this read
+            continue
+    return []
+
+
 def watch_run(run_id: UUID, turn: asyncio.Task[Any]) -> Callable[[], None]:
     """Cancel `turn` when its run is asked to stop or deleted; beat its heartbeat meanwhile.
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent.checks import BriefChecks
 from agent.conf import agent_settings
 from agent.tools.sandbox import startup_warning
 from agentsite.database import require_migrated
@@ -81,7 +82,7 @@ def signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-class Command(BaseCommand):
+class Command(BriefChecks, BaseCommand):
     help = "Serve the site with daphne and run the django-q2 worker beside it."
 
     def add_arguments(self, parser: CommandParser) -> None:

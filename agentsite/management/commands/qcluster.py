@@ -1,20 +1,28 @@
-"""`manage.py qcluster`: django-q2's worker, refusing with one line on an unmigrated database,
-with the cron dispatcher (`cron_app.dispatch`) beside it.
+"""`manage.py qcluster`: django-q2's worker, with the cron dispatcher (`cron_app.dispatch`)
+beside it.
 
-Without the check, each of its processes would log a traceback every time it looked for
-work in the missing tables, and go on doing so.
+Before it starts: one line, not a traceback, on an unmigrated database (each of its processes
+would otherwise log one every time it looked for work in the missing tables) or on settings
+that would fail every task (`agent.checks`); then the schedules that settings shape are put
+as they say (`ensure_schedules`), so that a changed heartbeat interval counts from this start.
+SIGTERM or Ctrl-C stops it within seconds, handing back what it could not finish
+(`agent.doors.cluster`).
 """
 
 import logging
 import os
+import signal
+import time
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 
+from agent.checks import BriefChecks
 from agent.conf import agent_settings
+from agent.doors import cluster as graceful
+from agent.doors.worker import ensure_schedules, fail_dead_runs
 from agent.llm.client import needs_litellm
 from agent.llm.litellm_adapter import load
 from agentsite.database import require_migrated
@@ -23,9 +31,10 @@ from cron_app.dispatch import Dispatcher
 logger = logging.getLogger(__name__)
 
 
-class Command(qcluster.Command):
+class Command(BriefChecks, qcluster.Command):
     def handle(self, *args: Any, **options: Any) -> None:
         require_migrated()
+        ensure_schedules()
         conf = agent_settings()
         if conf.model and needs_litellm(conf.model, conf.llm_backend):
             # Seconds of import, paid once here before the workers fork and inherit it,
@@ -38,16 +47,39 @@ class Command(qcluster.Command):
             return
         # django-q2's own handle, as of 1.11 (the secret key's check, since signing needs
         # it; --name; the cluster), but keeping hold of the cluster, to dispatch while it
-        # runs: its handle does not hand it back.
+        # runs and to stop it in time: its handle does neither.
         settings.SECRET_KEY  # noqa: B018
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
-        cluster = Cluster()
+        stopping = graceful.prepare()
+        cluster = graceful.GracefulCluster()
+        signalled: list[float] = []
+
+        def on_signal(signum: int, frame: object) -> None:
+            # Only flags: django-q2's own handler waits here, in the signal handler, for the
+            # whole cluster, and the dispatcher with it.
+            if not signalled:
+                signalled.append(time.monotonic())
+            graceful.request_stop(cluster, stopping)
+
+        # After the cluster's constructor, which installs django-q2's handler.
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
         cluster.start()
+        if signalled:  # during the start, before it had a stop event to set
+            graceful.request_stop(cluster, stopping)
         # In this process, once the cluster has forked what it runs, so that nothing the
-        # dispatcher opens is inherited; until a signal stops the cluster (its handler
-        # runs here and joins it) or it dies.
+        # dispatcher opens is inherited; until a signal or the cluster's end.
         sentinel = cluster.sentinel
         if sentinel is not None:
-            Dispatcher().run(stopped=lambda: not sentinel.is_alive())
+            Dispatcher().run(stopped=lambda: bool(signalled) or not sentinel.is_alive())
+        handed_back = graceful.stop(
+            cluster, stopping, signalled=signalled[0] if signalled else time.monotonic()
+        )
+        if handed_back:
+            # The turns the workers could not finish end now, plainly, for whoever waits.
+            try:
+                fail_dead_runs()
+            except Exception:
+                logger.exception("could not end the turns handed back; the next sweep will")
         connections.close_all()

@@ -1,0 +1,81 @@
+"""Settings that are checked before anything starts: `manage.py check` reports them, and every
+way of starting the site (`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to
+start on them with one line per problem, not a traceback and not a failure at the first turn.
+
+Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+TOOLS_ERROR = "agent.E001"
+
+
+def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: an Error for each `AGENT_TOOLS` entry that gives no tool."""
+    return [checks.Error(problem, id=TOOLS_ERROR) for problem in tool_problems()]
+
+
+def tool_problems() -> list[str]:
+    from django.conf import settings
+
+    if not settings.AGENT_TOOLS:  # the usual case costs no import
+        return []
+    from agent.conf import agent_settings
+    from agent.turn.toolbox import tool_problems as problems_of
+
+    return problems_of(agent_settings())
+
+
+def require_tools() -> None:
+    """Refuse to go on while an `AGENT_TOOLS` entry gives no tool; manage.py prints the
+    reason as one line (`ImproperlyConfigured`)."""
+    problems = tool_problems()
+    if problems:
+        raise ImproperlyConfigured("; ".join(problems))
+
+
+class BriefChecks:
+    """For a command that runs the system checks before it starts: a failure is one line
+    per problem (manage.py prints `ImproperlyConfigured` as `error: …`), not Django's report
+    with its headings."""
+
+    def check(
+        self,
+        app_configs: Any = None,
+        tags: Any = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Any = None,
+    ) -> None:
+        from django.core.management.base import SystemCheckError
+
+        try:
+            super().check(  # type: ignore[misc]
+                app_configs=app_configs,
+                tags=tags,
+                display_num_errors=display_num_errors,
+                include_deployment_checks=include_deployment_checks,
+                fail_level=fail_level,
+                databases=databases,
+            )
+        except SystemCheckError:
+            found = checks.run_checks(
+                app_configs=app_configs,
+                tags=tags,
+                include_deployment_checks=include_deployment_checks,
+                databases=databases,
+            )
+            serious = [m for m in found if m.is_serious(fail_level) and not m.is_silenced()]
+            raise ImproperlyConfigured("; ".join(_brief(m) for m in serious)) from None
+
+
+def _brief(message: checks.CheckMessage) -> str:
+    if message.id and message.id.startswith("agent."):
+        return message.msg  # it names its setting and entry itself
+    return str(message)
