@@ -97,7 +97,8 @@ async def test_an_error_inside_a_200_answer_is_an_error(llm: ScriptedLLM) -> Non
     llm.fault(200, body={"error": {"message": "model 'x' not found", "code": 404}})
     with pytest.raises(LLMError) as caught:
         await make_llm(llm, "auto").stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "bad_request" and "not found" in str(caught.value)
+    assert caught.value.kind == "bad_request" and "not found" in caught.value.detail
+    assert str(caught.value) == "the model id is not one the provider recognises"
 
 
 async def test_an_error_page_that_is_not_utf8_keeps_its_status(llm: ScriptedLLM) -> None:
@@ -111,7 +112,8 @@ async def test_an_error_page_that_is_not_utf8_keeps_its_status(llm: ScriptedLLM)
         [{"role": "user", "content": "x"}], on_retry=on_retry
     )
     assert response.content == "back"
-    assert retried[0].status == 503 and "Service" in str(retried[0])
+    assert retried[0].status == 503 and "Service" in retried[0].detail
+    assert "<html>" not in str(retried[0])
 
 
 async def test_an_answer_that_lingers_after_done_is_not_retried(llm: ScriptedLLM) -> None:

@@ -35,6 +35,7 @@ from django.utils import timezone
 from django_q import cluster as q_cluster
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 from django_q.signing import SignedPackage
 from django_q.status import Stat
@@ -194,6 +195,8 @@ def give_back(task: dict[str, Any]) -> None:
 def _on_execute(task: dict[str, Any], **kwargs: Any) -> None:
     """In a worker, before each task: remember it; once the cluster stops, start none."""
     global _current_task
+    if _in_caller():
+        return
     if _stopping is not None and _stopping.requested:
         give_back(task)
         connections.close_all()
@@ -209,9 +212,18 @@ def _on_executed(**kwargs: Any) -> None:
 
 def _on_spawn(**kwargs: Any) -> None:
     """In a worker, as it starts: it hands its turns back when told, or on SIGTERM."""
+    if _in_caller():
+        return
     signal.signal(signal.SIGTERM, _on_sigterm)
     if _stopping is not None:
         threading.Thread(target=_hand_back_when_told, args=(_stopping,), daemon=True).start()
+
+
+def _in_caller() -> bool:
+    """Whether django-q2 runs tasks in the caller's own thread (its `sync` mode, which the
+    tests use): a worker's signals are then sent in whatever process called, which is no
+    worker of a cluster and must not be made one."""
+    return bool(Conf.SYNC)
 
 
 def _hand_back_when_told(stopping: Stopping) -> None:
