@@ -42,7 +42,7 @@ if not SECRET_KEY:
     SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
-CSRF_FAILURE_VIEW = "agentsite.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "agentsite.error_pages.csrf_failure"
 # Cookies travel over HTTPS only once the site answers to a name other than this machine's
 # loopback (it is then behind TLS); the local default is plain http://127.0.0.1.
 _LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
@@ -287,7 +287,7 @@ REST_FRAMEWORK = {
     # DRF's JSONParser, less the bodies that would fail further on (see the module).
     "DEFAULT_PARSER_CLASSES": ["agent.doors.api.parsers.SafeJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "agent.doors.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "agent.doors.api.error_responses.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 # Turns each user may start through the API and the web chat together, as DRF writes rates:

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agent.doors import pages
-from agentsite import errors
+from agentsite import error_pages
 from sessions_app import keys  # noqa: F401  (registers the `chat` path converter)
 
 # The admin's app is SimpleAdminConfig (see INSTALLED_APPS): the `admin.py` modules load here,
@@ -20,8 +20,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-# Error pages: JSON under /api/, the site's own plain pages elsewhere (see agentsite.errors).
-handler400 = errors.bad_request
-handler403 = errors.permission_denied
-handler404 = errors.page_not_found
-handler500 = errors.server_error
+# Error pages: JSON under /api/, the site's own plain pages elsewhere (see agentsite.error_pages).
+handler400 = error_pages.bad_request
+handler403 = error_pages.permission_denied
+handler404 = error_pages.page_not_found
+handler500 = error_pages.server_error

@@ -110,8 +110,9 @@ class Message(models.Model):
         return message
 
 
-HEARTBEAT_SECONDS = 5
-# A run whose heartbeat is this old belongs to a process that died (four beats missed).
+# How often the process running a turn marks its run alive (`Run.last_alive`).
+MARK_ALIVE_SECONDS = 5
+# A run last marked alive this long ago belongs to a process that died (four marks missed).
 STALE_AFTER_SECONDS = 20
 
 
@@ -152,9 +153,11 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
-    # Touched every few seconds while the turn runs: a run whose heartbeat stopped belongs
-    # to a process that died, and is not running any more whatever its status says.
-    heartbeat = models.DateTimeField(null=True, blank=True)
+    # Marked every few seconds while the turn runs: a run no longer marked alive belongs to
+    # a process that died, and is not running any more whatever its status says. The column
+    # keeps its earlier name: processes of the release before, still running during an
+    # upgrade, read and write it.
+    last_alive = models.DateTimeField(null=True, blank=True, db_column="heartbeat")
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:

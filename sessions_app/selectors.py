@@ -84,19 +84,19 @@ def runs_to_stop(*, run_ids: Collection[UUID]) -> set[UUID]:
 def has_running_turn(*, session_id: int) -> bool:
     alive = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
     return Run.objects.filter(
-        session_id=session_id, status=Run.Status.RUNNING, heartbeat__gte=alive
+        session_id=session_id, status=Run.Status.RUNNING, last_alive__gte=alive
     ).exists()
 
 
 def current_turn_open(*, session_id: int) -> bool:
     """Whether the session's current turn (`Session.turn`) is still running, by the account
-    of a process that lives (its heartbeat is fresh)."""
+    of a process that lives (it was marked alive lately)."""
     alive = timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
     return Run.objects.filter(
         session_id=session_id,
         session__turn=F("pk"),
         status=Run.Status.RUNNING,
-        heartbeat__gte=alive,
+        last_alive__gte=alive,
     ).exists()
 
 

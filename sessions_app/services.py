@@ -92,7 +92,9 @@ def _take_turn(session: Session, run: Run) -> None:
 
 
 @transaction.atomic
-def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+def start_new_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+    """The run of a turn that starts now, never queued: running, its session's current turn
+    (`start_queued_run` starts one that was queued first)."""
     _title_from(session, prompt)
     now = timezone.now()
     run: Run = _create(
@@ -103,7 +105,7 @@ def start_run(*, session: Session, channel: str, prompt: str, model: str) -> Run
         model=model,
         status=Run.Status.RUNNING,
         started=now,
-        heartbeat=now,
+        last_alive=now,
     )
     _take_turn(session, run)
     return run
@@ -155,13 +157,13 @@ def queue_subagent(*, parent: Session, task: str, label: str, model: str) -> Run
 
 
 @transaction.atomic
-def begin_run(*, run_id: UUID, model: str) -> Run | None:
+def start_queued_run(*, run_id: UUID, model: str) -> Run | None:
     """Move a queued run to running, its session's current turn; None if it was cancelled
     (or taken) meanwhile."""
     now = timezone.now()
     started = Run.objects.filter(
         pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
-    ).update(status=Run.Status.RUNNING, started=now, heartbeat=now, model=model)
+    ).update(status=Run.Status.RUNNING, started=now, last_alive=now, model=model)
     run = Run.objects.select_related("session").filter(pk=run_id).first() if started else None
     if run is not None:
         _take_turn(run.session, run)
@@ -325,19 +327,19 @@ def delete_session(*, session: Session) -> None:
     session.delete()
 
 
-def beat(*, run_ids: Collection[UUID]) -> None:
+def mark_alive(*, run_ids: Collection[UUID]) -> None:
     """Say that these runs' process is alive (see `fail_dead_runs`)."""
-    Run.objects.filter(pk__in=run_ids).update(heartbeat=timezone.now())
+    Run.objects.filter(pk__in=run_ids).update(last_alive=timezone.now())
 
 
 @transaction.atomic
 def fail_dead_runs(*, unstarted_after: timedelta | None = None) -> list[UUID]:
-    """Mark failed the runs whose process died mid-turn (their heartbeat stopped) and, with
+    """Mark failed the runs whose process died mid-turn (no longer marked alive) and, with
     `unstarted_after`, those queued longer than that, which no worker will start any more
     (the one that took the task died with it); their ids."""
     now = timezone.now()
     dead = Run.objects.select_for_update().filter(
-        status=Run.Status.RUNNING, heartbeat__lt=now - timedelta(seconds=STALE_AFTER_SECONDS)
+        status=Run.Status.RUNNING, last_alive__lt=now - timedelta(seconds=STALE_AFTER_SECONDS)
     )
     ids = list(dead.values_list("pk", flat=True))
     Run.objects.filter(pk__in=ids).update(
@@ -366,7 +368,7 @@ def hand_back_runs(*, run_ids: Collection[UUID]) -> int:
     while ago: it is stopping and will not finish them. How many were still running."""
     long_ago = timezone.now() - timedelta(seconds=2 * STALE_AFTER_SECONDS)
     running = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING)
-    return running.update(heartbeat=long_ago)
+    return running.update(last_alive=long_ago)
 
 
 def fail_unfinished_run(*, run_id: UUID, text: str, error: str) -> bool:

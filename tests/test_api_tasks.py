@@ -138,7 +138,7 @@ def test_a_task_whose_worker_vanished_is_failed(api: APIClient, ada: User) -> No
         channel="api",
         prompt="x",
         status="running",
-        heartbeat=timezone.now() - timedelta(minutes=10),
+        last_alive=timezone.now() - timedelta(minutes=10),
     )
     assert api.get(f"/api/tasks/{run.pk}").json()["status"] == "running"
     assert fail_dead_runs() == 1  # the scheduled sweep

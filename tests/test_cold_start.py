@@ -34,7 +34,8 @@ SERVER_ONLY_PACKAGES = (
 SERVER_ONLY_MODULES = (
     "agentsite.urls",
     "agent.doors.pages",
-    "agent.doors.api.views",
+    "agent.doors.api.urls",
+    "agent.doors.api.task_views",
     "rest_framework.views",
 )
 # drf-spectacular is an installed app (for its templates), so its package and app config load

@@ -283,7 +283,7 @@ async def test_a_job_still_running_is_not_started_again(
         key=f"cron:{job.pk}", channel="cron", chat_id=str(job.pk), owner=ada
     )
     await sync_to_async(Run.objects.create)(
-        session=session, channel="cron", prompt="slow", status="running", heartbeat=timezone.now()
+        session=session, channel="cron", prompt="slow", status="running", last_alive=timezone.now()
     )
     assert (await fire(job, monkeypatch))[0] == ["skipped"]
     assert llm.requests == []

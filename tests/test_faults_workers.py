@@ -97,10 +97,10 @@ def make_due(job: CronJob) -> datetime:
 
 
 def as_if_dead_for_a_while(run: Run) -> None:
-    """The run's heartbeat as it is once the sweep may take the run for dead, which is
-    STALE_AFTER_SECONDS after its last beat: too long to wait for."""
+    """The run's mark of life as it is once the sweep may take the run for dead, which is
+    STALE_AFTER_SECONDS after it was last marked alive: too long to wait for."""
     long_ago = timezone.now() - timedelta(seconds=2 * STALE_AFTER_SECONDS)
-    Run.objects.filter(pk=run.pk).update(heartbeat=long_ago)
+    Run.objects.filter(pk=run.pk).update(last_alive=long_ago)
 
 
 def texts(key: str) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @sync_to_async
 def new_run() -> tuple[Session, Run]:
     session = services.get_or_create_session(key="cli:log", owner=None)
-    run = services.start_run(session=session, channel="cli", prompt="p", model="m")
+    run = services.start_new_run(session=session, channel="cli", prompt="p", model="m")
     return session, run
 
 
@@ -143,7 +143,7 @@ async def test_a_runs_messages_are_numbered_from_its_first_in_the_order_handed_o
 @sync_to_async
 def write_twice(batch: list[NewMessage]) -> None:
     session = services.get_or_create_session(key="cli:log", owner=None)
-    run = services.start_run(session=session, channel="cli", prompt="p", model="m")
+    run = services.start_new_run(session=session, channel="cli", prompt="p", model="m")
     # As `agent.turn.db` runs a write again when its connection died before the reply to
     # its commit came: the first write went through.
     services.add_messages(session=session, run=run, messages=batch)

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agent.doors.worker import run_queued_task
-from agent.turn.cron import run_job
-from agent.turn.errors import InvalidInput
+from agent.turn.cron_runs import run_job
+from agent.turn.refusals import InvalidInput
 from agent.turn.service import run_turn
 from cron_app import services as cron_services
 from sessions_app.models import Run, Session
@@ -69,7 +69,7 @@ async def test_a_session_whose_model_was_taken_off_the_list_falls_back(
     await run_turn("web:s", "one", channel="web")
 
     settings.AGENT_MODELS = []  # the operator shrank the list
-    with caplog.at_level(logging.WARNING, logger="agent.turn.errors"):
+    with caplog.at_level(logging.WARNING, logger="agent.turn.refusals"):
         result = await run_turn("web:s", "two", channel="web")
 
     assert [r["model"] for r in llm.requests] == ["second", "scripted"]

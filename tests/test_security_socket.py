@@ -298,11 +298,11 @@ async def test_a_dead_turn_is_failed_by_the_sweep_and_the_chat_shows_it(
     session = await Session.objects.aget(key="web:z1")
     long_ago = timezone.now() - timedelta(minutes=5)
     dead = await Run.objects.acreate(
-        session=session, channel="api", prompt="x", status="running", heartbeat=long_ago
+        session=session, channel="api", prompt="x", status="running", last_alive=long_ago
     )
 
     socket, history = await open_chat("z1", token)
-    assert history["running"] is False  # its heartbeat stopped long ago
+    assert history["running"] is False  # last marked alive long ago
     assert await sync_to_async(fail_dead_runs)() == 1
     frames = await receive_until(socket, "message", role="assistant")
     assert [f["type"] for f in frames] == ["thinking_finished", "message"]

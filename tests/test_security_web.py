@@ -81,12 +81,14 @@ def test_a_body_over_the_upload_limit_is_a_json_400(
     api: APIClient, debug: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = json.dumps({"prompt": "x" * FIVE_MB})
-    with caplog.at_level(logging.WARNING, logger="agent.doors.api.errors"):
+    with caplog.at_level(logging.WARNING, logger="agent.doors.api.error_responses"):
         response = api.post("/api/tasks", body, content_type="application/json")
     detail = assert_json_error(response, 400)["detail"]
     assert "too large" in detail
     # A client's mistake, not a server failure: no traceback in the log.
-    assert not [r for r in caplog.records if r.name == "agent.doors.api.errors" and r.exc_info]
+    assert not [
+        r for r in caplog.records if r.name == "agent.doors.api.error_responses" and r.exc_info
+    ]
 
 
 @pytest.mark.parametrize("path", UNKNOWN_API_PATHS)
@@ -111,12 +113,14 @@ def test_an_unexpected_error_in_an_api_view_is_a_json_500_logged_whole(
     async def broken(conf: object) -> None:
         raise RuntimeError(f"internal detail at {ROOT}/agent/secret.py")
 
-    monkeypatch.setattr("agent.doors.api.views.turn_registry", broken)
-    with caplog.at_level(logging.ERROR, logger="agent.doors.api.errors"):
+    monkeypatch.setattr("agent.doors.api.site_views.turn_registry", broken)
+    with caplog.at_level(logging.ERROR, logger="agent.doors.api.error_responses"):
         response = api.get("/api/tools")
     assert assert_json_error(response, 500) == {"detail": "Internal server error."}
     assert b"internal detail" not in response.content
-    logged = [r for r in caplog.records if r.name == "agent.doors.api.errors" and r.exc_info]
+    logged = [
+        r for r in caplog.records if r.name == "agent.doors.api.error_responses" and r.exc_info
+    ]
     assert logged and "internal detail" in str(logged[0].exc_info[1])
 
 

@@ -159,7 +159,7 @@ async def test_a_subagent_whose_worker_died_is_reported_failed(
     queue.jobs.clear()  # taken by a worker that then died mid-turn:
     long_ago = timezone.now() - timedelta(minutes=5)
     await sync_to_async(Run.objects.filter(channel="subagent").update)(
-        status="running", started=long_ago, heartbeat=long_ago
+        status="running", started=long_ago, last_alive=long_ago
     )
 
     assert await sync_to_async(fail_dead_runs)() == 1

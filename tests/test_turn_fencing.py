@@ -18,7 +18,7 @@ def _session() -> Session:
 
 
 def _start(session: Session, prompt: str) -> Run:
-    return services.start_run(session=session, channel="cli", prompt=prompt, model="m")
+    return services.start_new_run(session=session, channel="cli", prompt=prompt, model="m")
 
 
 def _said(text: str, seq: int) -> NewMessage:
@@ -70,7 +70,7 @@ def test_a_queued_run_becomes_the_current_turn_when_it_begins() -> None:
     queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
     assert Session.objects.get(pk=session.pk).turn == running.pk
 
-    begun = services.begin_run(run_id=queued.pk, model="m")
+    begun = services.start_queued_run(run_id=queued.pk, model="m")
 
     assert begun is not None
     assert Session.objects.get(pk=session.pk).turn == queued.pk
@@ -85,7 +85,7 @@ def test_a_cancelled_queued_run_takes_no_turn() -> None:
     queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
     services.cancel_run(run_id=queued.pk)
 
-    assert services.begin_run(run_id=queued.pk, model="m") is None
+    assert services.start_queued_run(run_id=queued.pk, model="m") is None
     assert Session.objects.get(pk=session.pk).turn == running.pk
 
 

@@ -29,9 +29,9 @@ from agent.conf import agent_settings
 from agent.doors import ratelimit
 from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
 from agent.turn import live, relay, slash, store
-from agent.turn.errors import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
 from agent.turn.fanout import GroupSink, group_name
 from agent.turn.locks import is_running
+from agent.turn.refusals import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
 from agent.turn.service import SessionRef, run_turn
 from sessions_app.models import Run
 

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from agent.conf import agent_settings
-from agent.turn import cron, heartbeat, memory, relay, subagents
+from agent.turn import consolidation, cron_runs, heartbeat, relay, subagents
 from agent.turn.fanout import delivering
 from agent.turn.runs import execute
 from cron_app import dispatch
@@ -54,7 +54,7 @@ def run_cron_job(job_id: int, scheduled: bool = True, due: str | None = None) ->
     """Run a cron job: due at `due` (ISO 8601) and claimed by a dispatcher, or by "run
     now" (`scheduled` False)."""
     when = datetime.fromisoformat(due) if due else None
-    work = delivering(cron.run_job, what=f"cron job {job_id}")
+    work = delivering(cron_runs.run_job, what=f"cron job {job_id}")
     return async_to_sync(work)(job_id, scheduled=scheduled, due=when)
 
 
@@ -86,8 +86,8 @@ def run_user_heartbeat(user_id: int) -> str:
 
 
 def consolidate_memory(session_id: int, model: str) -> bool:
-    """Summarise the oldest part of a long session into memory (`agent.turn.memory`)."""
-    return async_to_sync(memory.consolidate)(session_id, model=model, conf=agent_settings())
+    """Summarise the oldest part of a long session into memory (`agent.turn.consolidation`)."""
+    return async_to_sync(consolidation.consolidate)(session_id, model=model, conf=agent_settings())
 
 
 SWEEP_SCHEDULE = "Fail dead runs"
@@ -135,7 +135,7 @@ def fail_dead_runs() -> int:
     for run_id in selectors.subagents_among(run_ids=dead):
         async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
     if dead:
-        report = delivering(cron.report_dead_runs, what="the report of dead runs")
+        report = delivering(cron_runs.report_dead_runs, what="the report of dead runs")
         async_to_sync(report)(dead)
     services.prune_relayed(older_than=relay.KEEP)
     late = dispatch.start_due(overdue_by=dispatch.FALLBACK_AFTER)

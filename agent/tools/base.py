@@ -9,20 +9,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # the guards' errors derive from ToolError, defined here
+from agent.tools.tool_errors import ToolError
+
+if TYPE_CHECKING:
     from agent.tools.guards.fence import Workspace
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIME_LIMIT = 300.0
-
-
-class ToolError(Exception):
-    """A failure the model should read as plain text.
-
-    Tools raise it for expected problems (missing file, bad path); the registry turns it
-    into ``"Error: <message>"`` instead of the reference-only text used for bugs.
-    """
 
 
 class Deliver(Protocol):

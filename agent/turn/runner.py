@@ -26,8 +26,8 @@ from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
-from agent.turn import live, memory, store
-from agent.turn.cron import OwnerSchedules
+from agent.turn import consolidation, live, store
+from agent.turn.cron_runs import OwnerSchedules
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
@@ -201,8 +201,8 @@ class TurnRunner:
             crowded = await store.more_unconsolidated_than(
                 session_id=self.session.pk, count=self.conf.memory_window
             )
-            if memory.due(crowded=crowded, history_tokens=tokens, limit=limit):
-                await sync_to_async(memory.queue)(self.session.pk, self.model)
+            if consolidation.due(crowded=crowded, history_tokens=tokens, limit=limit):
+                await sync_to_async(consolidation.queue)(self.session.pk, self.model)
         except Exception:  # the reply is out; memory can wait for the next turn
             logger.exception("could not queue the consolidation of %s", self.session.key)
 

@@ -2,8 +2,8 @@
 
 The API's doors call `submit_task`; a queued task runs later in the django-q2 worker
 (`agent.doors.worker.run_queued_task`), a waited-for one right away. Either way it is the same
-run record the turn service writes, so nothing is lost when a worker dies: the run's
-heartbeat stops and the run is marked failed.
+run record the turn service writes, so nothing is lost when a worker dies: the run is no
+longer marked alive, and the sweep marks it failed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from django.db import transaction
 from agent import failures
 from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.turn.errors import ModelNotConfigured, SessionGone, TurnError
 from agent.turn.fanout import GroupSink, delivering
+from agent.turn.refusals import ModelNotConfigured, SessionGone, TurnError
 from agent.turn.service import run_queued
 from agent.turn.watch import announce_stop
 from sessions_app import selectors, services

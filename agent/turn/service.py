@@ -18,14 +18,14 @@ from django.contrib.auth.models import User
 from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, discard
 from agent.turn import slash, store
-from agent.turn.errors import (
+from agent.turn.locks import can_be_lost, session_lock, tracked
+from agent.turn.refusals import (
     SessionGone,
     TurnError,
     allowed_model,
     choose_model,
     validate_content,
 )
-from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.runner import STOPPED_TEXT, TurnResult, TurnRunner
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
@@ -140,11 +140,11 @@ async def _run(
         with tracked(session.pk):
             await _previous_turn_ended(session)
             if queued is None:
-                run = await store.start_run(
+                run = await store.start_new_run(
                     session=session, channel=channel, prompt=content, model=model_id
                 )
             else:
-                started = await store.begin_run(run_id=queued.pk, model=model_id)
+                started = await store.start_queued_run(run_id=queued.pk, model=model_id)
                 if started is None:  # cancelled while it waited for the lock or a worker
                     await store.cancel_run(run_id=queued.pk)
                     return TurnResult(

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from agent.conf import AgentSettings
-from agent.turn import memory, store
-from agent.turn.errors import TurnError, allowed_model, allowed_models_text, choose_model
+from agent.turn import consolidation, store
 from agent.turn.locks import cancel_running, session_lock
+from agent.turn.refusals import TurnError, allowed_model, allowed_models_text, choose_model
 from agent.turn.watch import announce_stop
 from sessions_app.models import Session
 
@@ -67,7 +67,7 @@ async def _new(args: str, ctx: _Context) -> str:
         model = _current_model(ctx)
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
-            await memory.consolidate(
+            await consolidation.consolidate(
                 ctx.session.pk, model=model, conf=ctx.conf, everything=True, wait=NEW_WAIT_SECONDS
             )
         except Exception:  # the conversation is cleared all the same, its messages kept

@@ -1,4 +1,4 @@
-"""The async side's door to the database: every read and write the turn makes.
+"""The async side's boundary to the database: every read and write the turn makes.
 
 Django's ORM is synchronous; these wrappers are the one boundary to it (`on_db`: one thread
 on SQLite, a few with a connection each on PostgreSQL), so the rest of the agent stays
@@ -48,7 +48,7 @@ def repeatable(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 
 get_or_create_session = on_db(services.get_or_create_session)
-start_run = on_db(services.start_run)
+start_new_run = on_db(services.start_new_run)
 add_message = on_db(services.add_message)
 add_messages = repeatable(services.add_messages)
 finish_run = repeatable(services.finish_run)
@@ -62,9 +62,9 @@ get_run = on_db(selectors.get_run)
 runs_to_stop = on_db(selectors.runs_to_stop)
 has_running_turn = on_db(selectors.has_running_turn)
 current_turn_open = on_db(selectors.current_turn_open)
-beat = on_db(services.beat)
+mark_alive = on_db(services.mark_alive)
 queue_run = on_db(services.queue_run)
-begin_run = on_db(services.begin_run)
+start_queued_run = on_db(services.start_queued_run)
 cancel_run = on_db(services.cancel_run)
 queue_subagent = on_db(services.queue_subagent)
 fail_unfinished_run = on_db(services.fail_unfinished_run)

@@ -26,8 +26,8 @@ from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
 from agent.turn import fanout, ratelimit, store
 from agent.turn.delivery import post
-from agent.turn.errors import TurnError
 from agent.turn.fanout import GroupSink
+from agent.turn.refusals import TurnError
 from sessions_app.models import Run, Session
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""One watcher for every turn a process runs: stops asked for elsewhere, and heartbeats.
+"""One watcher for every turn a process runs: stops asked for elsewhere, and marks of life.
 
 A `/stop` from another process (or host) reaches a turn at once through the channel layer:
 the watcher listens on one channel for every turn it runs, each turn's stop group leading
@@ -6,7 +6,7 @@ there (`announce_stop`). The flag on the run record is the backstop, for a layer
 the message or that reaches no other process (the in-memory one), and a delete of the
 session takes the run record with it. Polling for those per turn would cost a query per
 turn twice a second, which at fifty concurrent turns is a good part of a core; one poll
-asks about all of them, and the same loop keeps their heartbeats going.
+asks about all of them, and the same loop marks their runs alive.
 
 The run's group also carries the requests of sockets that open while the turn streams and
 want the text so far (`live`).
@@ -25,7 +25,7 @@ from channels.layers import get_channel_layer
 
 from agent.turn import live, store
 from agent.turn.db import detached_context
-from sessions_app.models import HEARTBEAT_SECONDS
+from sessions_app.models import MARK_ALIVE_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class RunWatcher:
                 del _watchers[loop]
 
     async def _poll_while_watched(self) -> None:
-        polls_per_beat = max(1, round(HEARTBEAT_SECONDS / POLL_SECONDS))
+        polls_per_mark = max(1, round(MARK_ALIVE_SECONDS / POLL_SECONDS))
         polls = 0
         while self.turns:
             await asyncio.sleep(POLL_SECONDS)
@@ -145,8 +145,8 @@ class RunWatcher:
             try:
                 stopping = await store.runs_to_stop(run_ids=watched)
                 polls += 1
-                if polls % polls_per_beat == 0:
-                    await store.beat(run_ids=watched)
+                if polls % polls_per_mark == 0:
+                    await store.mark_alive(run_ids=watched)
             except Exception:  # a database that is away for a moment must not end the watch
                 logger.warning("could not poll the running turns", exc_info=True)
                 continue
@@ -193,7 +193,7 @@ def watched_runs() -> list[UUID]:
 
 
 def watch_run(run_id: UUID, turn: asyncio.Task[Any]) -> Callable[[], None]:
-    """Cancel `turn` when its run is asked to stop or deleted; beat its heartbeat meanwhile.
+    """Cancel `turn` when its run is asked to stop or deleted; mark its run alive meanwhile.
 
     Returns the function that ends the watch.
     """

@@ -9,8 +9,18 @@ from typing import Any
 from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agent.doors.api import cron, mcp, memory, prompt_files, skills, uploads, views
-from agent.doors.api.errors import not_found
+from agent.doors.api import (
+    cron_job_views,
+    mcp_server_views,
+    memory_views,
+    prompt_file_views,
+    session_views,
+    site_views,
+    skill_views,
+    task_views,
+    upload_views,
+)
+from agent.doors.api.error_responses import not_found
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
 
 
@@ -19,31 +29,37 @@ def route(pattern: str, view: Any, name: str) -> list[URLPattern]:
 
 
 urlpatterns = [
-    *route("health", views.Health.as_view(), "health"),
-    *route("tools", views.Tools.as_view(), "tools"),
-    *route("models", views.Models.as_view(), "models"),
-    *route("tasks", views.TaskCreate.as_view(), "task-create"),
-    *route("tasks/<uuid:task_id>", views.TaskDetail.as_view(), "task-detail"),
-    *route("tasks/<uuid:task_id>/cancel", views.TaskCancel.as_view(), "task-cancel"),
-    *route("sessions", views.SessionList.as_view(), "session-list"),
-    *route("sessions/<session_key:key>", views.SessionDetail.as_view(), "session-detail"),
+    *route("health", site_views.Health.as_view(), "health"),
+    *route("tools", site_views.Tools.as_view(), "tools"),
+    *route("models", site_views.Models.as_view(), "models"),
+    *route("tasks", task_views.TaskCreate.as_view(), "task-create"),
+    *route("tasks/<uuid:task_id>", task_views.TaskDetail.as_view(), "task-detail"),
+    *route("tasks/<uuid:task_id>/cancel", task_views.TaskCancel.as_view(), "task-cancel"),
+    *route("sessions", session_views.SessionList.as_view(), "session-list"),
+    *route("sessions/<session_key:key>", session_views.SessionDetail.as_view(), "session-detail"),
     *route(
-        "sessions/<session_key:key>/messages", views.SessionMessages.as_view(), "session-messages"
+        "sessions/<session_key:key>/messages",
+        session_views.SessionMessages.as_view(),
+        "session-messages",
     ),
-    *route("skills", skills.SkillList.as_view(), "skill-list"),
-    *route("skills/<slug:name>", skills.SkillDetail.as_view(), "skill-detail"),
-    *route("prompt-files", prompt_files.PromptFileList.as_view(), "prompt-file-list"),
+    *route("skills", skill_views.SkillList.as_view(), "skill-list"),
+    *route("skills/<slug:name>", skill_views.SkillDetail.as_view(), "skill-detail"),
+    *route("prompt-files", prompt_file_views.PromptFileList.as_view(), "prompt-file-list"),
     *route(
-        "prompt-files/<str:name>", prompt_files.PromptFileDetail.as_view(), "prompt-file-detail"
+        "prompt-files/<str:name>",
+        prompt_file_views.PromptFileDetail.as_view(),
+        "prompt-file-detail",
     ),
-    *route("memory", memory.MemoryList.as_view(), "memory-list"),
-    *route("memory/<int:memory_id>", memory.MemoryDetail.as_view(), "memory-detail"),
-    *route("cron-jobs", cron.CronJobList.as_view(), "cron-job-list"),
-    *route("cron-jobs/<int:job_id>", cron.CronJobDetail.as_view(), "cron-job-detail"),
-    *route("cron-jobs/<int:job_id>/run", cron.CronJobRun.as_view(), "cron-job-run"),
-    *route("mcp-servers", mcp.McpServerList.as_view(), "mcp-server-list"),
-    *route("mcp-servers/<slug:name>", mcp.McpServerDetail.as_view(), "mcp-server-detail"),
-    *route("uploads", uploads.UploadList.as_view(), "upload-list"),
+    *route("memory", memory_views.MemoryList.as_view(), "memory-list"),
+    *route("memory/<int:memory_id>", memory_views.MemoryDetail.as_view(), "memory-detail"),
+    *route("cron-jobs", cron_job_views.CronJobList.as_view(), "cron-job-list"),
+    *route("cron-jobs/<int:job_id>", cron_job_views.CronJobDetail.as_view(), "cron-job-detail"),
+    *route("cron-jobs/<int:job_id>/run", cron_job_views.CronJobRun.as_view(), "cron-job-run"),
+    *route("mcp-servers", mcp_server_views.McpServerList.as_view(), "mcp-server-list"),
+    *route(
+        "mcp-servers/<slug:name>", mcp_server_views.McpServerDetail.as_view(), "mcp-server-detail"
+    ),
+    *route("uploads", upload_views.UploadList.as_view(), "upload-list"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.

@@ -14,7 +14,7 @@ from agent.checks import require_tools
 from agent.conf import agent_settings
 from agent.doors.terminal import PlainPrinter, RichPrinter
 from agent.management.accounts import account
-from agent.turn.errors import TurnError, allowed_model
+from agent.turn.refusals import TurnError, allowed_model
 from agent.turn.service import SessionRef, run_turn
 from agentsite.database import migrate_embedded
 

@@ -5,7 +5,6 @@ Every tool takes them from here, so a fix here protects every tool at once.
 """
 
 from agent.tools.guards.commands import check_command
-from agent.tools.guards.errors import GuardError
 from agent.tools.guards.fence import Workspace
 from agent.tools.guards.network import (
     AddressGuard,
@@ -19,6 +18,7 @@ from agent.tools.guards.network import (
     urls_in,
 )
 from agent.tools.guards.output import NOISE_DIRS, cap_output, cut_note, is_noise_dir
+from agent.tools.tool_errors import GuardError
 
 __all__ = [
     "NOISE_DIRS",

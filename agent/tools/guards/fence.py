@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent import openat
-from agent.tools.guards.errors import GuardError
+from agent.tools.tool_errors import GuardError
 
 
 class Workspace:

@@ -22,7 +22,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.tools.guards.errors import GuardError
+from agent.tools.tool_errors import GuardError
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from agent.tools.guards.errors import GuardError
+from agent.tools.tool_errors import GuardError
 
 logger = logging.getLogger(__name__)
 

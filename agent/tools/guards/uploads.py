@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent import openat
-from agent.tools.guards.errors import GuardError
 from agent.tools.guards.folders import make_user_folder
+from agent.tools.tool_errors import GuardError
 
 logger = logging.getLogger(__name__)
 

@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.guards import cap_output
 
 if TYPE_CHECKING:
     from agent.tools.mcp.config import McpServerConfig
-    from agent.tools.mcp.hub import McpHub
 
 # Providers accept tool names of [A-Za-z0-9_-]{1,64} only.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME = 64
 # A remote server's answer is not ours to bound; the model's context is.
 MAX_RESULT_CHARS = 100_000
+
+
+class CallsTools(Protocol):
+    """What a tool needs of the hub that made it (`McpHub`): a call of a server's tool."""
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        cancelled: asyncio.Event | None = None,
+    ) -> str: ...
 
 
 class McpTool(Tool):
@@ -28,7 +41,7 @@ class McpTool(Tool):
 
     def __init__(
         self,
-        hub: McpHub,
+        hub: CallsTools,
         *,
         server: str,
         remote_name: str,
@@ -53,7 +66,9 @@ class McpTool(Tool):
             return message if message.startswith("Error") else f"Error: {message}"
 
 
-def make_tools(hub: McpHub, config: McpServerConfig, listing: Iterable[Any]) -> tuple[McpTool, ...]:
+def make_tools(
+    hub: CallsTools, config: McpServerConfig, listing: Iterable[Any]
+) -> tuple[McpTool, ...]:
     """One `McpTool` per remote tool of ``listing`` (the SDK's `Tool` models), names unique."""
     tools: list[McpTool] = []
     taken: set[str] = set()

@@ -2,7 +2,7 @@
 site elsewhere, and never a word about the server in either.
 
 Django calls them only with DEBUG off; with it on it shows its technical pages instead,
-except under /api/, whose views answer their own errors (see `agent.doors.api.errors`).
+except under /api/, whose views answer their own errors (see `agent.doors.api.error_responses`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.template import loader
 from django.utils.html import escape
 
-from agent.doors.api.errors import BAD_REQUEST, FORBIDDEN, NOT_FOUND, SERVER_ERROR, body_too_large
+from agent.doors.api.error_responses import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    NOT_FOUND,
+    SERVER_ERROR,
+    body_too_large,
+)
 
 logger = logging.getLogger(__name__)
 

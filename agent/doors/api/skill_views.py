@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.conf import agent_settings
-from agent.doors.api.prompt_files import UNUSABLE, FolderUnusable, own_folder, removing
+from agent.doors.api.prompt_file_views import UNUSABLE, FolderUnusable, own_folder, removing
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from skills_app import selectors, services
 from skills_app.models import Skill

@@ -1,0 +1,78 @@
+"""The REST endpoints of tasks: run the agent on a prompt (now or queued for the worker),
+read a task, cancel it. A task is a turn recorded as a run, which the turn service runs."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from agent.doors import ratelimit
+from agent.doors.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED
+from agent.doors.api.serializers import TaskIn, TaskOut
+from agent.turn.runs import cancel_task, submit_task
+from sessions_app import selectors
+from sessions_app.models import Run
+
+
+def owned_run(request: Request, task_id: UUID) -> Run:
+    run = selectors.find_run(run_id=task_id, owner=request.user)
+    if run is None:
+        raise Http404("no such task")
+    return run
+
+
+class TurnRateThrottle(BaseThrottle):
+    """The per-user turn limit the web chat counts against too (AGENT_TURN_RATE)."""
+
+    def __init__(self) -> None:
+        self.retry_after: float | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.retry_after = ratelimit.take(request.user.pk)
+        return self.retry_after is None
+
+    def wait(self) -> float | None:
+        return self.retry_after
+
+
+class TaskCreate(APIView):
+    throttle_classes = [TurnRateThrottle]
+
+    @extend_schema(
+        request=TaskIn,
+        responses={200: TaskOut, 202: TaskOut, **INVALID, **AUTH_ERRORS, **THROTTLED, **NO_MODEL},
+        description="Run the agent on a prompt. With `wait` (the default) the answer is the "
+        "finished task; without, a queued task (202) that the worker runs.",
+    )
+    def post(self, request: Request) -> Response:
+        data = TaskIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        run = submit_task(
+            user=request.user,
+            prompt=fields["prompt"],
+            context=fields.get("context"),
+            session_key=fields.get("session"),
+            model=fields.get("model"),
+            wait=fields["wait"],
+        )
+        return Response(TaskOut(run).data, status=200 if fields["wait"] else 202)
+
+
+class TaskDetail(APIView):
+    @extend_schema(responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
+    def get(self, request: Request, task_id: UUID) -> Response:
+        return Response(TaskOut(owned_run(request, task_id)).data)
+
+
+class TaskCancel(APIView):
+    @extend_schema(request=None, responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
+    def post(self, request: Request, task_id: UUID) -> Response:
+        return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
