@@ -201,13 +201,16 @@ async def measure_spawns(
 
     from agent.conf import agent_settings
     from agent.events import discard
+    from agent.turn.service import run_recorded
     from agent.turn.subagents import SessionAgents
     from sessions_app.services import get_or_create_session
 
     marks: dict[str, float] = {}
     instrument_store(marks)
     parent = await sync_to_async(get_or_create_session)(key="cli:bench", owner=None)
-    agents = SessionAgents(parent, None, discard, model=agent_settings().model)
+    agents = SessionAgents(
+        parent, None, discard, model=agent_settings().model, run_recorded=run_recorded
+    )
     floor = sync_to_async(floor_pickup_ms)
     # Warm every worker process: each imports the turn's modules and opens its connections
     # on its first sub-agent. At once, so that each lands on a different, idle one.

@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from agent.turn.fanout import group_name
+from agent.turn.groups import session_group
 from tests.conftest import ROOT
 
 
@@ -75,11 +75,11 @@ class GroupListener:
 
     async def __aenter__(self) -> GroupListener:
         self.channel = await self.layer.new_channel()
-        await self.layer.group_add(group_name(self.session_id), self.channel)
+        await self.layer.group_add(session_group(self.session_id), self.channel)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.layer.group_discard(group_name(self.session_id), self.channel)
+        await self.layer.group_discard(session_group(self.session_id), self.channel)
 
     async def frames(self, *, until: str, timeout: float = 10) -> list[dict[str, Any]]:
         """Frames up to and including the first of type `until`."""

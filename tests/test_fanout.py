@@ -13,6 +13,7 @@ from django.conf import settings
 
 from agent.events import MessageEvent
 from agent.turn import fanout
+from agent.turn.groups import session_group
 
 
 class UnsteadyLayer(InMemoryChannelLayer):
@@ -46,7 +47,7 @@ def listening(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setattr(fanout, "RETRY_DELAYS", (0.01,))
         monkeypatch.setattr(fanout, "PUBLISH_WAIT", 0.05)
         channel = await layer.new_channel()
-        await layer.group_add(fanout.group_name(7), channel)
+        await layer.group_add(session_group(7), channel)
 
         async def received(count: int) -> list[str]:
             messages = [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]

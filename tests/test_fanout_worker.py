@@ -23,6 +23,7 @@ from django.db import connections
 
 from agent.doors.worker import run_queued_task
 from agent.turn import fanout
+from agent.turn.groups import session_group
 from sessions_app import services
 from sessions_app.models import Run
 from tests.conftest import free_port, wait_for_port
@@ -102,7 +103,7 @@ async def test_a_tasks_last_events_reach_the_sockets_when_redis_falters_as_it_en
     run = await sync_to_async(queued_run)(ada)
     layer = get_channel_layer()
     socket = await layer.new_channel()
-    group = fanout.group_name(run.session_id)
+    group = session_group(run.session_id)
     await layer.group_add(group, socket)
     await until_subscribed(layer, group, socket)
     llm.reply(ANSWER, delay=0.3)

@@ -29,7 +29,8 @@ from agent.conf import agent_settings
 from agent.doors import ratelimit
 from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
 from agent.turn import live, relay, slash, store
-from agent.turn.fanout import GroupSink, group_name
+from agent.turn.fanout import GroupSink
+from agent.turn.groups import session_group
 from agent.turn.locks import is_running
 from agent.turn.refusals import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
 from agent.turn.service import SessionRef, run_turn
@@ -82,7 +83,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.session_key, self.session_id = session.key, session.pk
         self.pending: set[asyncio.Task[None]] = set()
-        self.group = group_name(session.pk)
+        self.group = session_group(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.stop_relay = relay.listen()
         messages = await store.messages_for_display(session=session)

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from agent.conf import agent_settings
-from agent.turn import consolidation, cron_runs, heartbeat, relay, subagents
+from agent.turn import consolidation, cron_runs, heartbeat, relay, subagent_runs, subagents
 from agent.turn.fanout import delivering
 from agent.turn.runs import execute
 from cron_app import dispatch
@@ -40,13 +40,13 @@ def run_queued_task(run_id: str) -> str:
 
 def run_subagent(run_id: str) -> str:
     """Run a sub-agent that `spawn` queued, then announce how it ended to its parent."""
-    work = delivering(subagents.run_spawned, what=f"sub-agent run {run_id}")
+    work = delivering(subagent_runs.run_spawned, what=f"sub-agent run {run_id}")
     return async_to_sync(work)(UUID(run_id))
 
 
 def announce_subagent(run_id: str) -> None:
     """Tell a sub-agent's parent session how it ended (one whose worker died, say)."""
-    work = delivering(subagents.announce, what=f"the end of sub-agent run {run_id}")
+    work = delivering(subagent_runs.announce, what=f"the end of sub-agent run {run_id}")
     async_to_sync(work)(UUID(run_id))
 
 

@@ -1,4 +1,4 @@
-"""Cron jobs as the agent runs them, and as its `cron` tool changes them.
+"""Cron jobs as the agent runs them (the `cron` tool changes them: `owner_schedules`).
 
 A run of job N is a turn of session `cron:N` (the job's owner's) with the job's message;
 its answer is then delivered to the session the job reports to: saved there, and shown on
@@ -13,21 +13,17 @@ import asyncio
 import logging
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 from uuid import UUID
-from zoneinfo import ZoneInfo
 
-from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from agent import failures
 from agent.conf import agent_settings
 from agent.events import CronExecuted
-from agent.tools import JobInfo, ToolError
 from agent.turn import fanout, ratelimit, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from agent.turn.service import run_recorded
 from cron_app.models import CronJob
 from sessions_app.models import Session
 
@@ -80,8 +76,6 @@ async def run_job(job_id: int, *, scheduled: bool = True, due: datetime | None =
 
 async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     """How the job's turn ended, its answer, and whether the model already delivered it."""
-    from agent.turn.service import run_recorded
-
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
     run = await store.queue_run_unless_busy(
@@ -134,93 +128,3 @@ async def _report_dead_run(run_id: UUID) -> bool:
     await post(target, sentence, CronExecuted(job_id=str(job.pk), status=CronJob.Status.FAILED))
     logger.info("told %s that cron job %s's run %s died", job.session, job.pk, run_id)
     return True
-
-
-class OwnerSchedules:
-    """`ToolContext.schedules`: the jobs of the turn's owner; new ones report to the turn's
-    session."""
-
-    def __init__(self, *, owner_id: int | None, session_key: str) -> None:
-        self.owner_id = owner_id
-        self.session_key = session_key
-
-    async def add(
-        self,
-        *,
-        message: str,
-        every_seconds: int | None,
-        cron_expr: str | None,
-        tz: str | None,
-        at: str | None,
-    ) -> JobInfo:
-        fields: dict[str, Any] = {"message": message, "session": self.session_key}
-        if every_seconds:
-            fields.update(kind=CronJob.Kind.EVERY, every_seconds=every_seconds)
-        elif cron_expr:
-            fields.update(kind=CronJob.Kind.CRON, cron_expr=cron_expr.strip(), tz=tz or "UTC")
-        else:
-            fields.update(kind=CronJob.Kind.AT, at=_moment(at or "", tz), tz=tz or "UTC")
-        try:
-            job = await store.create_job(owner_id=self.owner_id, **fields)
-        except ValidationError as exc:
-            raise ToolError(_reason(exc)) from None
-        return _info(job)
-
-    async def list(self) -> list[JobInfo]:
-        return [_info(job) for job in await store.jobs_of(owner_id=self.owner_id)]
-
-    async def remove(self, job_id: int) -> JobInfo:
-        job = await self._find(job_id)
-        await store.delete_job(job=job)
-        return _info(job)
-
-    async def set_enabled(self, job_id: int, enabled: bool) -> JobInfo:
-        job = await self._find(job_id)
-        job = await store.set_job_enabled(job=job, enabled=enabled)
-        return _info(job)
-
-    async def _find(self, job_id: int) -> CronJob:
-        job = await store.find_job(job_id=job_id, owner=self.owner_id)
-        if job is None:
-            raise ToolError(f"there is no job {job_id} (the list action shows them)")
-        return job
-
-
-def _moment(text: str, tz: str | None) -> datetime:
-    """An ISO 8601 time; one without an offset is read in `tz`, else in UTC."""
-    try:
-        moment = parse_datetime(text.strip())
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise ToolError(f"at: {text!r} is not an ISO 8601 time such as 2026-12-24T18:00:00+01:00")
-    if moment.tzinfo is None:
-        try:
-            zone = ZoneInfo(tz or "UTC")
-        except Exception:
-            raise ToolError(
-                f"tz: unknown time zone {tz!r}; use an IANA name such as Europe/Paris"
-            ) from None
-        moment = moment.replace(tzinfo=zone)
-    if moment <= timezone.now():
-        raise ToolError(f"at: {text} is in the past (now is {timezone.now():%Y-%m-%dT%H:%M:%SZ})")
-    return moment
-
-
-def _reason(error: ValidationError) -> str:
-    if hasattr(error, "message_dict"):
-        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items())
-    return " ".join(error.messages)
-
-
-def _info(job: CronJob) -> JobInfo:
-    return JobInfo(
-        id=job.pk,
-        name=job.name,
-        message=job.message,
-        schedule=job.describe(),
-        session=job.session,
-        enabled=job.enabled,
-        next_run=job.next_run.isoformat(timespec="seconds") if job.next_run else None,
-        last_status=job.last_status,
-    )

@@ -31,6 +31,7 @@ from django.db import transaction
 
 from agent.events import Event
 from agent.turn import relay
+from agent.turn.groups import session_group
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,6 @@ _sends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.T
 _started: contextvars.ContextVar[dict[asyncio.Task[bool], tuple[str, int]] | None] = (
     contextvars.ContextVar("fanout_started", default=None)
 )
-
-
-def group_name(session_id: int) -> str:
-    return f"session.{session_id}"
 
 
 async def publish(session_id: int, event: Event, *, origin: str = "") -> None:
@@ -136,7 +133,7 @@ async def _deliver(
     attempt = 0
     while True:
         try:
-            await layer.group_send(group_name(session_id), message)
+            await layer.group_send(session_group(session_id), message)
             if attempt:
                 logger.info(
                     "sent %s to session %s after %d retries", message["type"], session_id, attempt

@@ -20,6 +20,7 @@ from agent.tools.guards.folders import user_folder
 from agent.turn import store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from agent.turn.service import run_recorded
 from skills_app.workspace import read_plain_file
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,6 @@ async def beat(conf: AgentSettings, user: Any) -> str:
     )
     if run is None:
         return "skipped"  # the last heartbeat is still at work
-    from agent.turn.service import run_recorded
-
     target = await store.latest_session(owner=user, channel="web")
     result = await run_recorded(run, owner=user, emit=GroupSink(session.pk), reply_to=target)
     if result.delivered:  # the model sent its news itself, with the message tool

@@ -24,6 +24,7 @@ from channels.layers import get_channel_layer
 
 from agent.events import Emit, Event, StreamChunk, StreamEnd, StreamStart
 from agent.turn.fanout import SHARED_TYPES
+from agent.turn.groups import run_group
 
 logger = logging.getLogger(__name__)
 
@@ -182,14 +183,12 @@ async def ask(run_id: UUID, channel: str, *, kind: str = JOIN) -> None:
     """Ask the process running `run_id`'s turn, wherever it is, to send `channel` its
     stream (or, with `LEAVE`, to stop). A process with no such turn ignores it; with a
     layer of its own, only this process hears it."""
-    from agent.turn.watch import stop_group  # the watcher listens on the run's group
-
     layer = get_channel_layer()
     if layer is None:
         return
     message = {"type": kind, "run": run_id.hex, "reply_to": channel}
     try:
-        await asyncio.wait_for(layer.group_send(stop_group(run_id), message), LAYER_TIMEOUT)
+        await asyncio.wait_for(layer.group_send(run_group(run_id), message), LAYER_TIMEOUT)
     except asyncio.CancelledError:
         raise
     except Exception:  # it still gets the reply when the turn ends

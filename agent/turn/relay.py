@@ -22,6 +22,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from agent.turn import store
 from agent.turn.db import detached_context
+from agent.turn.groups import session_group
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,6 @@ class RelayReader:
         return stop
 
     async def _read(self) -> None:
-        from agent.turn.fanout import group_name  # fanout publishes through this module
-
         layer = get_channel_layer()
         last = await store.last_relayed_id()
         while self.listeners > 0:
@@ -87,7 +86,7 @@ class RelayReader:
             for row_id, session_id, origin, message in rows:
                 last = row_id
                 if origin != ORIGIN:
-                    await layer.group_send(group_name(session_id), message)
+                    await layer.group_send(session_group(session_id), message)
 
 
 _readers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RelayReader] = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,11 +26,12 @@ from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.turn import consolidation, live, store
-from agent.turn.cron_runs import OwnerSchedules
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
+from agent.turn.outcome import RunRecorded, TurnResult
+from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_registry
@@ -51,29 +51,9 @@ LOST_LOCK_TEXT = (
 _closing: set[asyncio.Future[Any]] = set()
 
 
-@dataclass
-class TurnResult:
-    session_key: str
-    text: str
-    status: str
-    run_id: str | None = None
-    iterations: int = 0
-    tools_used: list[str] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    error_kind: str | None = None
-    # The turn succeeded and its model sent the conversation it reports to (a cron job's,
-    # the heartbeat's) what it had to say with the `message` tool: the caller need not
-    # deliver the reply there too.
-    delivered: bool = False
-
-    @property
-    def success(self) -> bool:
-        return self.status == Run.Status.SUCCEEDED
-
-
 class TurnRunner:
-    """Runs the turn of `run` in `session`, which the caller has locked."""
+    """Runs the turn of `run` in `session`, which the caller has locked. `run_recorded` runs
+    the turns this one starts of its own (a sub-agent it waits for): the service's."""
 
     def __init__(
         self,
@@ -85,6 +65,7 @@ class TurnRunner:
         emit: Emit,
         model: str,
         conf: AgentSettings,
+        run_recorded: RunRecorded,
         reply_to: Session | None = None,
     ) -> None:
         self.session = session
@@ -115,7 +96,7 @@ class TurnRunner:
             deliver=self.delivery,
             agents=None
             if self.profile.subagent
-            else SessionAgents(session, owner, emit, model=model),
+            else SessionAgents(session, owner, emit, model=model, run_recorded=run_recorded),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
             else None,

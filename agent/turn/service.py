@@ -19,6 +19,7 @@ from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, discard
 from agent.turn import slash, store
 from agent.turn.locks import can_be_lost, session_lock, tracked
+from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
     SessionGone,
     TurnError,
@@ -26,7 +27,7 @@ from agent.turn.refusals import (
     choose_model,
     validate_content,
 )
-from agent.turn.runner import STOPPED_TEXT, TurnResult, TurnRunner
+from agent.turn.runner import STOPPED_TEXT, TurnRunner
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
 
@@ -159,6 +160,7 @@ async def _run(
                 emit=emit,
                 model=model_id,
                 conf=conf,
+                run_recorded=run_recorded,
                 reply_to=reply_to,
             )
             result = await runner()

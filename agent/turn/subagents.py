@@ -4,8 +4,8 @@ A sub-agent runs as a turn of its own session (`subagent:<id>`, the parent's own
 sub-agent profile: a registry without `message`, `spawn`, `cron` and `subagent`, a prompt
 of its own, no history, and `AGENT_SUBAGENT_MAX_ITERATIONS`. Its run record names the
 session that started it (`Run.parent`), so `/stop` there stops it too, and how it ended
-is announced there: a `subagent_completed` frame, then a short turn on the `system`
-channel in which the agent tells the user what came of it.
+is announced there (`subagent_runs`): a `subagent_completed` frame, then a short turn on
+the `system` channel in which the agent tells the user what came of it.
 
 A sub-agent's turn counts against its owner's turn rate (`ratelimit`) when it is started,
 and so does the announcing turn: past the rate `spawn` and `subagent` refuse with why (the
@@ -17,17 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from uuid import UUID
 
 from django.contrib.auth.models import User
 
-from agent import context
 from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
-from agent.turn import fanout, ratelimit, store
-from agent.turn.delivery import post
-from agent.turn.fanout import GroupSink
-from agent.turn.refusals import TurnError
+from agent.turn import ratelimit, store
+from agent.turn.outcome import RunRecorded
 from sessions_app.models import Run, Session
 
 logger = logging.getLogger(__name__)
@@ -41,13 +37,23 @@ RESULT_CHARS = 8_000
 
 
 class SessionAgents:
-    """`ToolContext.agents` for a turn of `session`: sub-agents it starts report to it."""
+    """`ToolContext.agents` for a turn of `session`: sub-agents it starts report to it.
+    `run_recorded` runs a sub-agent's turn that the tool waits for (the service's)."""
 
-    def __init__(self, session: Session, owner: User | None, emit: Emit, *, model: str) -> None:
+    def __init__(
+        self,
+        session: Session,
+        owner: User | None,
+        emit: Emit,
+        *,
+        model: str,
+        run_recorded: RunRecorded,
+    ) -> None:
         self.session = session
         self.owner = owner
         self.emit = emit
         self.model = model
+        self.run_recorded = run_recorded
 
     async def spawn(self, task: str, label: str) -> str:
         await self._count()
@@ -65,7 +71,7 @@ class SessionAgents:
             parent=self.session, task=task, label=label, model=self.model
         )
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
-        status, text = await _run(run, self.owner)
+        status, text = await run_to_end(run, self.owner, self.run_recorded)
         await self.emit(SubagentCompleted(id=str(run.pk), label=label, status=status))
         if status != Run.Status.SUCCEEDED:
             raise ToolError(f"the sub-agent {status}: {text}")
@@ -83,13 +89,13 @@ class SessionAgents:
             )
 
 
-async def _run(run: Run, owner: User | None) -> tuple[str, str]:
+async def run_to_end(run: Run, owner: User | None, run_recorded: RunRecorded) -> tuple[str, str]:
     """Run the queued sub-agent `run` to its end: its status and answer (or reason).
 
     The turn runs as a task of its own, so that a stop aimed at the sub-agent alone (its
     run's flag) ends that task and not the caller's; when the caller is cancelled, the
     sub-agent goes with it."""
-    turn = asyncio.ensure_future(_turn(run, owner))
+    turn = asyncio.ensure_future(_turn(run, owner, run_recorded))
     try:
         return await asyncio.shield(turn)
     except asyncio.CancelledError:
@@ -101,61 +107,6 @@ async def _run(run: Run, owner: User | None) -> tuple[str, str]:
         raise
 
 
-async def _turn(run: Run, owner: User | None) -> tuple[str, str]:
-    from agent.turn.service import run_recorded  # the service runs sub-agents' turns too
-
+async def _turn(run: Run, owner: User | None, run_recorded: RunRecorded) -> tuple[str, str]:
     result = await run_recorded(run, owner=owner, emit=discard)
     return result.status, (result.text if result.success else result.error or result.text)
-
-
-async def run_spawned(run_id: UUID) -> str:
-    """The worker's side of `spawn`: run the sub-agent, then announce how it ended."""
-    run = await store.subagent_run(run_id=run_id)
-    if run is None:
-        logger.warning("sub-agent %s no longer exists", run_id)
-        return "missing"
-    if run.status == Run.Status.QUEUED:
-        await _run(run, run.session.owner)
-    await announce(run_id)
-    finished = await store.get_run(run_id=run_id)
-    return finished.status if finished is not None else "missing"
-
-
-async def announce(run_id: UUID) -> None:
-    """Tell the session that started sub-agent `run_id` how it ended: a frame for its
-    sockets and, unless it was stopped, a short turn in which the agent reports to the user."""
-    from agent.turn.service import SessionRef, run_turn
-
-    run = await store.subagent_run(run_id=run_id)
-    if run is None or run.parent is None:
-        return
-    parent = run.parent
-    await fanout.publish(
-        parent.pk, SubagentCompleted(id=str(run.pk), label=run.label, status=run.status)
-    )
-    if run.status in (Run.Status.CANCELLED, Run.Status.QUEUED, Run.Status.RUNNING):
-        return  # stopped: the /stop answer said so; unfinished: it is not over yet
-    result = (run.text or run.error or "")[:RESULT_CHARS]
-    owner = parent.owner
-    if owner is not None and await asyncio.to_thread(ratelimit.take, owner.pk) is not None:
-        # The agent's own words would take a turn past the owner's rate: the answer as it is.
-        why = ratelimit.past_rate(owner.get_username())
-        said = {"succeeded": "finished"}.get(run.status, run.status)
-        await post(
-            parent,
-            f"The sub-agent '{run.label or 'task'}' {said}. Its answer, as it "
-            f"gave it ({why}):\n\n{result or '(no answer)'}",
-        )
-        return
-    content = context.announcement(
-        label=run.label or "task", task=run.prompt[:RESULT_CHARS], status=run.status, result=result
-    )
-    try:
-        await run_turn(
-            SessionRef(parent.key, parent.owner, parent.pk),
-            content,
-            channel=SYSTEM_CHANNEL,
-            emit=GroupSink(parent.pk),
-        )
-    except TurnError as exc:  # the parent was deleted, or has no model any more
-        logger.info("could not announce sub-agent %s to %s: %s", run_id, parent.key, exc)

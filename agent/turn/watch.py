@@ -25,6 +25,7 @@ from channels.layers import get_channel_layer
 
 from agent.turn import live, store
 from agent.turn.db import detached_context
+from agent.turn.groups import run_group
 from sessions_app.models import MARK_ALIVE_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class RunWatcher:
         try:
             channel = await asyncio.wait_for(asyncio.shield(self.channel), LAYER_TIMEOUT)
             change = layer.group_add if add else layer.group_discard
-            await asyncio.wait_for(change(stop_group(run_id), channel), LAYER_TIMEOUT)
+            await asyncio.wait_for(change(run_group(run_id), channel), LAYER_TIMEOUT)
         except asyncio.CancelledError:
             raise
         except Exception:  # the flag on the run record still stops the turn
@@ -159,11 +160,6 @@ _watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunWatcher] = (
 )
 
 
-def stop_group(run_id: UUID) -> str:
-    """The channel-layer group that reaches whichever process runs `run_id`'s turn."""
-    return f"run-stop.{run_id.hex}"
-
-
 async def announce_stop(run_ids: Iterable[UUID]) -> None:
     """Tell the processes running these turns to stop them now. Callers flag the runs on
     their records first: a stop the layer loses is still seen by the next poll."""
@@ -173,7 +169,7 @@ async def announce_stop(run_ids: Iterable[UUID]) -> None:
     for run_id in run_ids:
         message = {"type": STOP, "run": run_id.hex}
         try:
-            await asyncio.wait_for(layer.group_send(stop_group(run_id), message), LAYER_TIMEOUT)
+            await asyncio.wait_for(layer.group_send(run_group(run_id), message), LAYER_TIMEOUT)
         except asyncio.CancelledError:
             raise
         except Exception:

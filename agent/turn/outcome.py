@@ -1,0 +1,48 @@
+"""How a turn ended, as whoever started it gets it back (`TurnResult`), and the shape of
+the call that runs a turn recorded beforehand (`RunRecorded`), which the service hands to
+the parts of a turn that start turns of their own (a sub-agent run to its end)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from django.contrib.auth.models import User
+
+from agent.events import Emit, discard
+from sessions_app.models import Run, Session
+
+
+@dataclass
+class TurnResult:
+    session_key: str
+    text: str
+    status: str
+    run_id: str | None = None
+    iterations: int = 0
+    tools_used: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+    # The turn succeeded and its model sent the conversation it reports to (a cron job's,
+    # the heartbeat's) what it had to say with the `message` tool: the caller need not
+    # deliver the reply there too.
+    delivered: bool = False
+
+    @property
+    def success(self) -> bool:
+        return self.status == Run.Status.SUCCEEDED
+
+
+class RunRecorded(Protocol):
+    """Runs the turn recorded as the queued `run`, as `owner`; one that cannot start ends
+    failed on its record and comes back as such (`service.run_recorded`)."""
+
+    async def __call__(
+        self,
+        run: Run,
+        *,
+        owner: User | None,
+        emit: Emit = discard,
+        reply_to: Session | None = None,
+    ) -> TurnResult: ...

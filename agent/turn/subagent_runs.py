@@ -1,0 +1,75 @@
+"""Sub-agents that `spawn` queued, as the worker runs them: the sub-agent's turn, then how it
+ended told to the session that started it (`announce`), a frame for its sockets and, unless
+it was stopped, a short turn on the `system` channel in which the agent tells the user what
+came of it. That turn counts against the owner's turn rate; past it the sub-agent's answer
+is posted as it gave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from uuid import UUID
+
+from agent import context
+from agent.events import SubagentCompleted
+from agent.turn import fanout, ratelimit, store
+from agent.turn.delivery import post
+from agent.turn.fanout import GroupSink
+from agent.turn.refusals import TurnError
+from agent.turn.service import SessionRef, run_recorded, run_turn
+from agent.turn.subagents import RESULT_CHARS, SYSTEM_CHANNEL, run_to_end
+from sessions_app.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+async def run_spawned(run_id: UUID) -> str:
+    """The worker's side of `spawn`: run the sub-agent, then announce how it ended."""
+    run = await store.subagent_run(run_id=run_id)
+    if run is None:
+        logger.warning("sub-agent %s no longer exists", run_id)
+        return "missing"
+    if run.status == Run.Status.QUEUED:
+        await run_to_end(run, run.session.owner, run_recorded)
+    await announce(run_id)
+    finished = await store.get_run(run_id=run_id)
+    return finished.status if finished is not None else "missing"
+
+
+async def announce(run_id: UUID) -> None:
+    """Tell the session that started sub-agent `run_id` how it ended: a frame for its
+    sockets and, unless it was stopped, a short turn in which the agent reports to the user."""
+    run = await store.subagent_run(run_id=run_id)
+    if run is None or run.parent is None:
+        return
+    parent = run.parent
+    await fanout.publish(
+        parent.pk, SubagentCompleted(id=str(run.pk), label=run.label, status=run.status)
+    )
+    if run.status in (Run.Status.CANCELLED, Run.Status.QUEUED, Run.Status.RUNNING):
+        return  # stopped: the /stop answer said so; unfinished: it is not over yet
+    result = (run.text or run.error or "")[:RESULT_CHARS]
+    owner = parent.owner
+    if owner is not None and await asyncio.to_thread(ratelimit.take, owner.pk) is not None:
+        # The agent's own words would take a turn past the owner's rate: the answer as it is.
+        why = ratelimit.past_rate(owner.get_username())
+        said = {"succeeded": "finished"}.get(run.status, run.status)
+        await post(
+            parent,
+            f"The sub-agent '{run.label or 'task'}' {said}. Its answer, as it "
+            f"gave it ({why}):\n\n{result or '(no answer)'}",
+        )
+        return
+    content = context.announcement(
+        label=run.label or "task", task=run.prompt[:RESULT_CHARS], status=run.status, result=result
+    )
+    try:
+        await run_turn(
+            SessionRef(parent.key, parent.owner, parent.pk),
+            content,
+            channel=SYSTEM_CHANNEL,
+            emit=GroupSink(parent.pk),
+        )
+    except TurnError as exc:  # the parent was deleted, or has no model any more
+        logger.info("could not announce sub-agent %s to %s: %s", run_id, parent.key, exc)
