@@ -6,9 +6,9 @@ from django.db.models.signals import post_delete, post_migrate, post_save, pre_s
 
 
 def _ensure_schedules(**kwargs: Any) -> None:
-    # agent.doors.worker brings the whole turn service with it: only `migrate` needs it, not
-    # every process that starts Django (the command line above all).
-    from agent.doors.worker import ensure_schedules
+    # The job functions bring the whole turn service with them: only `migrate` needs them,
+    # not every process that starts Django (the command line above all).
+    from agent.job_functions import ensure_schedules
 
     ensure_schedules(**kwargs)
 

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from agent import jobs
 from cron_app import services
 from cron_app.models import CronJob
 
@@ -56,7 +57,7 @@ def start(job: CronJob, *, now: datetime, broker: Any = None) -> bool:
     if broker is not None:
         options["broker"] = broker
     try:
-        async_task(services.RUN_TASK, job.pk, due=taken.due.isoformat(), q_options=options)
+        async_task(jobs.RUN_CRON_JOB, job.pk, due=taken.due.isoformat(), q_options=options)
     except Exception:
         # The broker is down: the run goes back to being due, for the next look.
         services.unclaim(taken=taken)

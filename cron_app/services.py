@@ -15,12 +15,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from agent import jobs
 from cron_app.models import SCHEDULE_FIELDS, CronJob
 
 logger = logging.getLogger(__name__)
-
-# The worker's task that runs a job (a door; named, not imported, so the data stays below).
-RUN_TASK = "agent.doors.worker.run_cron_job"
 
 
 def ensure_schedule(
@@ -184,9 +182,4 @@ def record_run(*, job_id: int, status: str, error: str = "", when: datetime) -> 
 
 def run_now(*, job: CronJob) -> None:
     """Queue a run of the job outside its schedule; the schedule stays as it is."""
-    from django_q.tasks import async_task
-
-    job_id = job.pk
-    transaction.on_commit(
-        lambda: async_task(RUN_TASK, job_id, scheduled=False, task_name=f"cron-{job_id}-now")
-    )
+    jobs.enqueue(jobs.RUN_CRON_JOB, job.pk, scheduled=False, task_name=f"cron-{job.pk}-now")

@@ -13,9 +13,9 @@ from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
 
+from agent import jobs
 from cron_app import services
 from cron_app.models import CronJob
-from cron_app.services import RUN_TASK
 
 pytestmark = pytest.mark.django_db
 
@@ -228,9 +228,9 @@ def test_run_now_queues_the_worker_task(
         response = api.post(f"/api/cron-jobs/{job['id']}/run")
     assert response.status_code == 202 and response.json() == job
     assert [(func, args, kw["scheduled"]) for func, args, kw in queued] == [
-        (RUN_TASK, (job["id"],), False)
+        (jobs.RUN_CRON_JOB, (job["id"],), False)
     ]
-    assert callable(import_string(RUN_TASK))  # what the worker will be told to run exists
+    assert callable(import_string(jobs.RUN_CRON_JOB))  # what the worker will be told to run exists
     assert planned(job["id"]) is None  # a disabled job stays unplanned
 
 

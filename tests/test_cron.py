@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from agent.doors.worker import fail_dead_runs, run_cron_job
+from agent.job_functions import fail_dead_runs, run_cron_job
 from agent.turn.service import SessionRef, run_turn
 from cron_app import dispatch, services, timing
 from cron_app.models import CronJob
@@ -371,7 +371,7 @@ def test_a_due_run_is_claimed_once(ada: User) -> None:
 def test_the_sweep_starts_only_what_no_dispatcher_did(
     ada: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.doors.worker import fail_dead_runs
+    from agent.job_functions import fail_dead_runs
 
     queue = hold_queue(monkeypatch)
     just_due, forgotten = (

@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from agent.jobs import RUN_CRON_JOB
 from cron_app import services
 from cron_app.models import CronJob
-from cron_app.services import RUN_TASK
 
 pytestmark = pytest.mark.django_db
 
@@ -195,7 +195,10 @@ def test_the_run_now_action_queues_each_job(
     with django_capture_on_commit_callbacks(execute=True):
         page = act(admin_client, "run_now", jobs)
     assert "Queued 2 job(s)" in page
-    assert sorted(queued) == [(RUN_TASK, (jobs[0].pk,)), (RUN_TASK, (jobs[1].pk,))]
+    assert sorted(queued) == [
+        (RUN_CRON_JOB, (jobs[0].pk,)),
+        (RUN_CRON_JOB, (jobs[1].pk,)),
+    ]
     # Outside its schedule: the plan stays as it was.
     for job in jobs:
         assert CronJob.objects.get(pk=job.pk).next_run == job.next_run

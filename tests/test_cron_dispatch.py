@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from agent.doors.worker import fail_dead_runs
+from agent.job_functions import fail_dead_runs
 from cron_app import dispatch, services
 from cron_app.models import CronJob
 from tests.jobs import hold_queue

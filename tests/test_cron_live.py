@@ -20,6 +20,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from django_q.tasks import async_task, result
 
+from agent import jobs
 from cron_app import services
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run
@@ -153,7 +154,7 @@ def test_the_sweep_beside_a_run_finds_no_job_to_mend(
         )
         CronJob.objects.filter(pk=job.pk).update(next_run=due)
         wait_for(lambda: llm.requests, what="the run to start")
-        sweeps = [async_task("agent.doors.worker.fail_dead_runs") for _ in range(3)]
+        sweeps = [async_task(jobs.FAIL_DEAD_RUNS) for _ in range(3)]
         wait_for(lambda: answers("web:inbox"), what="the job's answer")
         assert [result(task, wait=10_000) for task in sweeps] == [0, 0, 0]
     text = log.read_text()

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.db import connections
 
-from agent.doors.worker import run_queued_task
+from agent.job_functions import run_queued_task
 from agent.turn import fanout
 from agent.turn.groups import session_group
 from sessions_app import services

@@ -26,7 +26,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from agent.doors.worker import SWEEP_SCHEDULE
+from agent.job_functions import SWEEP_SCHEDULE
 from agent.turn.service import SessionRef, run_turn
 from cron_app import services as job_services
 from cron_app.models import CronJob

@@ -13,7 +13,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from agent.doors.worker import ensure_schedules, run_heartbeat, run_user_heartbeat
+from agent import jobs
+from agent.job_functions import ensure_schedules, run_heartbeat, run_user_heartbeat
 from agent.tools.guards.folders import user_folder
 from agent.turn.service import SessionRef, run_turn
 from sessions_app.models import Memory, Message, Session
@@ -187,7 +188,7 @@ def test_the_heartbeat_schedule_follows_its_setting(settings: Any) -> None:
     ensure_schedules()
     schedule = Schedule.objects.get(name="Heartbeat")
     assert (schedule.func, schedule.schedule_type, schedule.minutes) == (
-        "agent.doors.worker.run_heartbeat",
+        jobs.RUN_HEARTBEAT,
         Schedule.MINUTES,
         10,
     )

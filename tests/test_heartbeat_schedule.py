@@ -15,7 +15,8 @@ from django.utils import timezone
 from django_q.models import Schedule, Success
 from django_q.tasks import async_task
 
-from agent.doors.worker import (
+from agent import jobs
+from agent.job_functions import (
     HEARTBEAT_SCHEDULE,
     ensure_schedules,
     run_heartbeat,
@@ -72,8 +73,8 @@ def test_an_interval_of_0_turns_the_heartbeat_off_when_the_worker_starts(
     settings.AGENT_HEARTBEAT_INTERVAL = 600
     ensure_schedules()
     # A beat already due, and the one it would queue for ada, waiting for the worker.
-    due = async_task("agent.doors.worker.run_heartbeat", task_name="heartbeat (due)")
-    queued = async_task("agent.doors.worker.run_user_heartbeat", ada.pk, task_name="beat-ada")
+    due = async_task(jobs.RUN_HEARTBEAT, task_name="heartbeat (due)")
+    queued = async_task(jobs.RUN_USER_HEARTBEAT, ada.pk, task_name="beat-ada")
 
     with cluster({**env, "AGENT_HEARTBEAT_INTERVAL": "0"}) as worker:
         wait_for(lambda: heartbeat_schedule() is None, what="the schedule to be deleted")

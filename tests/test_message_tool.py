@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from agent.doors.worker import run_cron_job, run_user_heartbeat
 from agent.events import Collector
+from agent.job_functions import run_cron_job, run_user_heartbeat
 from agent.tools import ToolContext, ToolRegistry
 from agent.tools.guards.folders import user_folder
 from agent.tools.messaging import MessageTool

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.doors.worker import run_queued_task
+from agent.job_functions import run_queued_task
 from agent.turn.cron_runs import run_job
 from agent.turn.refusals import InvalidInput
 from agent.turn.service import run_turn

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.doors.worker import run_queued_task
+from agent.job_functions import run_queued_task
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agent.doors import chat as consumers
-from agent.doors.worker import fail_dead_runs
+from agent.job_functions import fail_dead_runs
 from agent.turn.fanout import on_session_deleted
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM

@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from agent.doors.worker import fail_dead_runs
 from agent.events import Collector
+from agent.job_functions import fail_dead_runs
 from agent.turn.service import SessionRef, run_turn
 from sessions_app import selectors
 from sessions_app.models import Run, Session

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from agent.doors.worker import run_cron_job
+from agent.job_functions import run_cron_job
 from agent.tools.guards.folders import user_folder
 from agent.turn.service import SessionRef, run_turn
 from cron_app import services as jobs

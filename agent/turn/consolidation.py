@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent import jobs
 from agent.conf import AgentSettings
 from agent.llm import LLM, LLMError
 from agent.turn.db import on_db
@@ -192,14 +193,4 @@ def due(*, crowded: bool, history_tokens: int, limit: int) -> bool:
 
 def queue(session_id: int, model: str) -> None:
     """Consolidate the session in the worker, once the turn's writes are committed."""
-    from django.db import transaction
-    from django_q.tasks import async_task
-
-    transaction.on_commit(
-        lambda: async_task(
-            "agent.doors.worker.consolidate_memory",
-            session_id,
-            model,
-            task_name=f"memory-{session_id}",
-        )
-    )
+    jobs.enqueue(jobs.CONSOLIDATE_MEMORY, session_id, model, task_name=f"memory-{session_id}")

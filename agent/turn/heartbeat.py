@@ -28,8 +28,6 @@ logger = logging.getLogger(__name__)
 FILE = "HEARTBEAT.md"
 SESSION_KEY = "heartbeat"
 FILE_CHARS = 20_000
-# The worker's task that runs one user's beat (a door; named, not imported).
-USER_BEAT_TASK = "agent.doors.worker.run_user_heartbeat"
 
 
 def due_users(conf: AgentSettings) -> list[Any]:

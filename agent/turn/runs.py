@@ -1,7 +1,7 @@
 """Tasks: turns handed out as records that can be followed, waited for, or cancelled.
 
 The API's doors call `submit_task`; a queued task runs later in the django-q2 worker
-(`agent.doors.worker.run_queued_task`), a waited-for one right away. Either way it is the same
+(`jobs.RUN_QUEUED_TASK`), a waited-for one right away. Either way it is the same
 run record the turn service writes, so nothing is lost when a worker dies: the run is no
 longer marked alive, and the sweep marks it failed.
 """
@@ -15,9 +15,8 @@ import uuid
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
-from django.db import transaction
 
-from agent import failures
+from agent import failures, jobs
 from agent.conf import agent_settings
 from agent.context import compose_prompt
 from agent.turn.fanout import GroupSink, delivering
@@ -55,14 +54,7 @@ def submit_task(
             raise SessionGone()
         run = finished
     else:
-        from django_q.tasks import async_task
-
-        # After the commit, or the worker could look for a run it cannot see yet.
-        transaction.on_commit(
-            lambda: async_task(
-                "agent.doors.worker.run_queued_task", str(run.pk), task_name=f"turn-{run.pk}"
-            )
-        )
+        jobs.enqueue(jobs.RUN_QUEUED_TASK, str(run.pk), task_name=f"turn-{run.pk}")
     return run
 
 

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 
+from agent import jobs
 from agent.turn import display
 from agent.turn.db import on_db
 from cron_app import selectors as job_selectors
@@ -106,10 +107,6 @@ def more_unconsolidated_than(*, session_id: int, count: int) -> bool:
     return memories.unconsolidated(session_id=session_id)[count : count + 1].exists()
 
 
-@on_db
-def enqueue(func: str, *args: Any, task_name: str) -> None:
-    """Hand `func` (a dotted path) to the worker, once what the caller wrote is committed:
-    before, the worker could look for rows it cannot see yet."""
-    from django_q.tasks import async_task  # the queue's client loads with its first job
-
-    transaction.on_commit(lambda: async_task(func, *args, task_name=task_name))
+# Hands a job (a constant of `agent.jobs`) to the worker once what the caller wrote is
+# committed.
+enqueue = on_db(jobs.enqueue)

@@ -20,6 +20,7 @@ import math
 
 from django.contrib.auth.models import User
 
+from agent import jobs
 from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
 from agent.turn import ratelimit, store
@@ -29,9 +30,6 @@ from sessions_app.models import Run, Session
 logger = logging.getLogger(__name__)
 
 SYSTEM_CHANNEL = "system"
-# The worker's task that runs a spawned sub-agent; named, not imported (it is a door).
-RUN_TASK = "agent.doors.worker.run_subagent"
-ANNOUNCE_TASK = "agent.doors.worker.announce_subagent"
 # The most of a sub-agent's answer the announcing turn is given.
 RESULT_CHARS = 8_000
 
@@ -60,7 +58,7 @@ class SessionAgents:
         run = await store.queue_subagent(
             parent=self.session, task=task, label=label, model=self.model
         )
-        await store.enqueue(RUN_TASK, str(run.pk), task_name=f"subagent-{run.pk}")
+        await store.enqueue(jobs.RUN_SUBAGENT, str(run.pk), task_name=f"subagent-{run.pk}")
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
         logger.info("%s spawned sub-agent %s (%s)", self.session.key, run.pk, label)
         return str(run.pk)

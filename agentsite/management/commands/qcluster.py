@@ -22,7 +22,7 @@ from django_q.management.commands import qcluster
 from agent.checks import BriefChecks
 from agent.conf import agent_settings
 from agent.doors import cluster as graceful
-from agent.doors.worker import ensure_schedules, fail_dead_runs
+from agent.job_functions import ensure_schedules, fail_dead_runs
 from agent.llm.client import needs_litellm
 from agent.llm.litellm_adapter import load
 from agentsite.database import require_migrated

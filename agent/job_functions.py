@@ -1,7 +1,8 @@
-"""django-q2 task functions: plain sync functions that run the async turn.
+"""The job functions the django-q2 worker runs, each named by a constant of `agent.jobs`:
+plain sync functions that run the turn package's coroutines.
 
 Each runs its coroutine on an event loop that closes when it returns, so through
-`fanout.delivering`: the events it published reach the sockets first."""
+`delivering`: the events it published reach the sockets first."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
+from agent import jobs
 from agent.conf import agent_settings
-from agent.turn import consolidation, cron_runs, heartbeat, relay, subagent_runs, subagents
+from agent.turn import consolidation, cron_runs, heartbeat, relay, subagent_runs
 from agent.turn.fanout import delivering
 from agent.turn.runs import execute
 from cron_app import dispatch
@@ -68,7 +70,7 @@ def run_heartbeat() -> str:
         return "off"
     users = heartbeat.due_users(agent_settings())
     for user in users:
-        async_task(heartbeat.USER_BEAT_TASK, user.pk, task_name=f"heartbeat-{user.pk}")
+        async_task(jobs.RUN_USER_HEARTBEAT, user.pk, task_name=f"heartbeat-{user.pk}")
     return f"{len(users)} heartbeat(s) queued" if users else "idle"
 
 
@@ -99,11 +101,11 @@ def ensure_schedules(**kwargs: Any) -> None:
     and as every worker starts (`manage.py qcluster`), even if someone deleted or changed one
     in the admin since. A heartbeat interval of 0 deletes its schedule."""
     # Every 20 seconds; the worker looks at its schedules every 30.
-    ensure_schedule(name=SWEEP_SCHEDULE, func=f"{__name__}.fail_dead_runs", cron="* * * * * */20")
+    ensure_schedule(name=SWEEP_SCHEDULE, func=jobs.FAIL_DEAD_RUNS, cron="* * * * * */20")
     interval = agent_settings().heartbeat_interval
     if interval > 0:
         minutes = max(1, round(interval / 60))  # django-q2 counts intervals in minutes
-        ensure_schedule(name=HEARTBEAT_SCHEDULE, func=f"{__name__}.run_heartbeat", minutes=minutes)
+        ensure_schedule(name=HEARTBEAT_SCHEDULE, func=jobs.RUN_HEARTBEAT, minutes=minutes)
         _no_later_than(HEARTBEAT_SCHEDULE, timedelta(minutes=minutes))
     else:
         drop_schedule(name=HEARTBEAT_SCHEDULE)
@@ -133,7 +135,7 @@ def fail_dead_runs() -> int:
     from django_q.tasks import async_task
 
     for run_id in selectors.subagents_among(run_ids=dead):
-        async_task(subagents.ANNOUNCE_TASK, str(run_id), task_name=f"announce-{run_id}")
+        async_task(jobs.ANNOUNCE_SUBAGENT, str(run_id), task_name=f"announce-{run_id}")
     if dead:
         report = delivering(cron_runs.report_dead_runs, what="the report of dead runs")
         async_to_sync(report)(dead)
