@@ -19,7 +19,7 @@ def _relay_from_worker(**kwargs: Any) -> None:
     from django_q.conf import Conf
 
     if not Conf.SYNC:
-        from agent.turn.relay import write_through_database
+        from agent.turn import write_through_database
 
         write_through_database()
 
@@ -33,7 +33,7 @@ class AgentConfig(AppConfig):
 
         from agent import accounts
         from agent.checks import check_tools
-        from agent.turn.fanout import on_session_deleted
+        from agent.turn import on_session_deleted
         from sessions_app.models import Session
 
         post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="agent.session_closed")

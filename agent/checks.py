@@ -26,7 +26,7 @@ def tool_problems() -> list[str]:
     if not settings.AGENT_TOOLS:  # the usual case costs no import
         return []
     from agent.conf import agent_settings
-    from agent.turn.toolbox import tool_problems as problems_of
+    from agent.turn import tool_problems as problems_of
 
     return problems_of(agent_settings())
 

@@ -14,11 +14,9 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from agent import jobs
+from agent import jobs, turn
 from agent.conf import agent_settings
-from agent.turn import consolidation, cron_runs, heartbeat, relay, subagent_runs
-from agent.turn.fanout import delivering
-from agent.turn.runs import execute
+from agent.turn import delivering
 from cron_app import dispatch
 from cron_app.services import drop_schedule, ensure_schedule
 from sessions_app import selectors, services
@@ -35,20 +33,20 @@ def run_queued_task(run_id: str) -> str:
         return "missing"
     if run.status != Run.Status.QUEUED:
         return run.status  # cancelled before a worker got to it
-    execute(run, owner=run.session.owner)
+    turn.execute_task(run, owner=run.session.owner)
     finished = selectors.get_run(run_id=run.pk)
     return finished.status if finished is not None else "missing"
 
 
 def run_subagent(run_id: str) -> str:
     """Run a sub-agent that `spawn` queued, then announce how it ended to its parent."""
-    work = delivering(subagent_runs.run_spawned, what=f"sub-agent run {run_id}")
+    work = delivering(turn.run_spawned_subagent, what=f"sub-agent run {run_id}")
     return async_to_sync(work)(UUID(run_id))
 
 
 def announce_subagent(run_id: str) -> None:
     """Tell a sub-agent's parent session how it ended (one whose worker died, say)."""
-    work = delivering(subagent_runs.announce, what=f"the end of sub-agent run {run_id}")
+    work = delivering(turn.announce_subagent, what=f"the end of sub-agent run {run_id}")
     async_to_sync(work)(UUID(run_id))
 
 
@@ -56,7 +54,7 @@ def run_cron_job(job_id: int, scheduled: bool = True, due: str | None = None) ->
     """Run a cron job: due at `due` (ISO 8601) and claimed by a dispatcher, or by "run
     now" (`scheduled` False)."""
     when = datetime.fromisoformat(due) if due else None
-    work = delivering(cron_runs.run_job, what=f"cron job {job_id}")
+    work = delivering(turn.run_cron_job, what=f"cron job {job_id}")
     return async_to_sync(work)(job_id, scheduled=scheduled, due=when)
 
 
@@ -68,7 +66,7 @@ def run_heartbeat() -> str:
 
     if agent_settings().heartbeat_interval <= 0:
         return "off"
-    users = heartbeat.due_users(agent_settings())
+    users = turn.heartbeat_users(agent_settings())
     for user in users:
         async_task(jobs.RUN_USER_HEARTBEAT, user.pk, task_name=f"heartbeat-{user.pk}")
     return f"{len(users)} heartbeat(s) queued" if users else "idle"
@@ -83,13 +81,13 @@ def run_user_heartbeat(user_id: int) -> str:
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         return "missing"
-    work = delivering(heartbeat.beat, what=f"the heartbeat of user {user_id}")
+    work = delivering(turn.user_heartbeat, what=f"the heartbeat of user {user_id}")
     return async_to_sync(work)(agent_settings(), user)
 
 
 def consolidate_memory(session_id: int, model: str) -> bool:
-    """Summarise the oldest part of a long session into memory (`agent.turn.consolidation`)."""
-    return async_to_sync(consolidation.consolidate)(session_id, model=model, conf=agent_settings())
+    """Summarise the oldest part of a long session into memory."""
+    return async_to_sync(turn.consolidate_session)(session_id, model=model, conf=agent_settings())
 
 
 SWEEP_SCHEDULE = "Fail dead runs"
@@ -137,9 +135,9 @@ def fail_dead_runs() -> int:
     for run_id in selectors.subagents_among(run_ids=dead):
         async_task(jobs.ANNOUNCE_SUBAGENT, str(run_id), task_name=f"announce-{run_id}")
     if dead:
-        report = delivering(cron_runs.report_dead_runs, what="the report of dead runs")
+        report = delivering(turn.report_dead_cron_runs, what="the report of dead runs")
         async_to_sync(report)(dead)
-    services.prune_relayed(older_than=relay.KEEP)
+    turn.prune_relayed()
     late = dispatch.start_due(overdue_by=dispatch.FALLBACK_AFTER)
     if late:
         logger.warning("started %d overdue cron job(s) that no dispatcher had started", late)

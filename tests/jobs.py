@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from agent.turn.groups import session_group
+from agent.turn import session_group
 from tests.conftest import ROOT
 
 

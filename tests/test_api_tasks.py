@@ -233,12 +233,12 @@ def test_cancelling_a_running_task_ends_it_cleanly_and_keeps_its_counts(
 ) -> None:
     import threading
 
-    from agent.turn.runs import execute
+    from agent.turn import execute_task
 
     llm.tool_call("exec", {"command": "sleep 30"})
     session = Session.objects.create(key="api:long", channel="api", chat_id="long", owner=ada)
     run = Run.objects.create(session=session, channel="api", prompt="a long job")
-    worker = threading.Thread(target=execute, args=(run,), kwargs={"owner": ada})
+    worker = threading.Thread(target=execute_task, args=(run,), kwargs={"owner": ada})
     worker.start()
     deadline = time.monotonic() + 20
     while not Message.objects.filter(session=session, role="assistant").exists():
@@ -248,7 +248,7 @@ def test_cancelling_a_running_task_ends_it_cleanly_and_keeps_its_counts(
     cancelled = api.post(f"/api/tasks/{run.pk}/cancel").json()
     worker.join(timeout=20)
 
-    assert not worker.is_alive()  # execute returned instead of dying with CancelledError
+    assert not worker.is_alive()  # execute_task returned instead of dying with CancelledError
     assert cancelled["status"] == "cancelled"
     assert cancelled["iterations"] == 1 and cancelled["tools_used"] == ["exec"]
     assert cancelled["usage"]["total_tokens"] > 0

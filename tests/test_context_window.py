@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agent.llm.client import _limits
-from agent.turn.service import run_turn
+from agent.turn import run_turn
 from sessions_app.models import Message
 from tests.conftest import folder_of
 from tests.llm_server import ScriptedLLM

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from agent.job_functions import fail_dead_runs, run_cron_job
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from cron_app import dispatch, services, timing
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run, Session

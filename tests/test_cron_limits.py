@@ -17,8 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agent.events import Collector
-from agent.turn import ratelimit
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn, take_turn_slot
 from cron_app import services
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run
@@ -161,7 +160,7 @@ def test_the_api_answers_400_past_the_cap_even_for_creates_at_once(
 
 def use_up_the_rate(user: User) -> None:
     """Start turns as the chat and the API would until the user's rate is spent."""
-    while ratelimit.take(user.pk) is None:
+    while take_turn_slot(user.pk) is None:
         pass
 
 

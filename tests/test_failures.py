@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from rest_framework.test import APIClient
 
-from agent.turn.service import run_turn
+from agent.turn import run_turn
 from sessions_app.models import Run
 from tests.llm_server import ScriptedLLM
 from tests.ws import open_chat, receive_until

@@ -12,8 +12,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from agent.events import MessageEvent
-from agent.turn import fanout
-from agent.turn.groups import session_group
+from agent.turn import fanout, session_group
 
 
 class UnsteadyLayer(InMemoryChannelLayer):

@@ -22,8 +22,7 @@ from channels.layers import channel_layers, get_channel_layer
 from django.db import connections
 
 from agent.job_functions import run_queued_task
-from agent.turn import fanout
-from agent.turn.groups import session_group
+from agent.turn import fanout, session_group
 from sessions_app import services
 from sessions_app.models import Run
 from tests.conftest import free_port, wait_for_port

@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 
 from agent.events import Collector
 from agent.tools import Tool, ToolContext
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from sessions_app.models import Run
 from tests.conftest import free_port
 from tests.llm_server import ScriptedLLM

@@ -23,8 +23,8 @@ from asgiref.sync import SyncToAsync, sync_to_async
 from django.contrib.auth.models import User
 from django.db import OperationalError, connection, connections
 
+from agent.turn import SessionRef, run_turn
 from agent.turn.db import lanes, on_db
-from agent.turn.service import SessionRef, run_turn
 from sessions_app import selectors
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM

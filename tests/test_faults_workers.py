@@ -27,7 +27,7 @@ from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from agent.job_functions import SWEEP_SCHEDULE
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from cron_app import services as job_services
 from cron_app.models import CronJob
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Run

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from agent import jobs
 from agent.job_functions import ensure_schedules, run_heartbeat, run_user_heartbeat
 from agent.tools.guards.folders import user_folder
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from sessions_app.models import Memory, Message, Session
 from tests.jobs import as_worker, hold_queue
 from tests.llm_server import ScriptedLLM

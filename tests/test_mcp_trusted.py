@@ -23,7 +23,7 @@ from agent.tools import ToolContext
 from agent.tools.base import ToolError
 from agent.tools.guards import AddressGuard
 from agent.tools.mcp import McpHub, McpServerConfig, mcp_hub
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from mcp_app import services
 from mcp_app.models import McpServer
 from tests.llm_server import ScriptedLLM

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agent.tools.mcp import mcp_hub
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from mcp_app import services
 from mcp_app.models import McpServer
 from sessions_app.models import Message, Run

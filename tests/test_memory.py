@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from sessions_app import memory as memories
 from sessions_app.models import Memory, Message, Session
 from tests.llm_server import ScriptedLLM

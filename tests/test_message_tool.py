@@ -15,7 +15,7 @@ from agent.job_functions import run_cron_job, run_user_heartbeat
 from agent.tools import ToolContext, ToolRegistry
 from agent.tools.guards.folders import user_folder
 from agent.tools.messaging import MessageTool
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from cron_app import services
 from sessions_app.models import Message, Session
 from tests.conftest import run_manage

@@ -12,9 +12,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agent.job_functions import run_queued_task
-from agent.turn.cron_runs import run_job
-from agent.turn.refusals import InvalidInput
-from agent.turn.service import run_turn
+from agent.turn import InvalidInput, run_cron_job, run_turn
 from cron_app import services as cron_services
 from sessions_app.models import Run, Session
 from tests.llm_server import ScriptedLLM
@@ -113,7 +111,7 @@ async def test_a_cron_run_of_a_session_whose_model_was_taken_off_falls_back(
     )
     llm.reply("done")
 
-    assert await run_job(job.pk, scheduled=False) == "succeeded"
+    assert await run_cron_job(job.pk, scheduled=False) == "succeeded"
     assert [r["model"] for r in llm.requests] == ["scripted"]
 
 

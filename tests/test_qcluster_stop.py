@@ -22,7 +22,7 @@ from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from agent.doors import cluster as graceful
-from agent.turn.runs import submit_task
+from agent.turn import submit_task
 from cron_app import services as job_services
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run

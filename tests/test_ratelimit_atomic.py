@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from agent.doors import ratelimit
+from agent.turn import take_turn_slot
 from tests.conftest import ROOT, clean_env
 
 LIMIT = 25
@@ -31,14 +31,14 @@ HAMMER = """
 import json, sys, threading, time
 import django
 django.setup()
-from agent.doors import ratelimit
+from agent.turn import take_turn_slot
 user, start, threads, attempts = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 allowed, waits = [], []
 def hammer():
     while time.time() < start:
         time.sleep(0.0005)
     for _ in range(attempts):
-        wait = ratelimit.take(user)
+        wait = take_turn_slot(user)
         (allowed if wait is None else waits).append(wait)
 workers = [threading.Thread(target=hammer) for _ in range(threads)]
 for worker in workers:
@@ -114,7 +114,7 @@ def test_threads_of_one_process_without_redis_stay_within_the_limit(settings) ->
     try:
         for _ in range(3):
             user = random.randrange(10**9, 10**12)
-            answers = hammer_all(THREADS * 4, ATTEMPTS * 2, partial(ratelimit.take, user))
+            answers = hammer_all(THREADS * 4, ATTEMPTS * 2, partial(take_turn_slot, user))
             assert answers.count(None) == LIMIT
             assert all(0 < wait <= 60 for wait in answers if wait is not None)
     finally:

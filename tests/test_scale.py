@@ -73,7 +73,7 @@ def stored_session(key: str, count: int) -> None:
 def test_a_turn_costs_the_same_queries_after_ten_thousand_messages(llm: Any) -> None:
     from asgiref.sync import async_to_sync
 
-    from agent.turn.service import run_turn
+    from agent.turn import run_turn
 
     def queries_of_a_turn(key: str) -> int:
         llm.reply("ok")

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from agent.doors import chat as consumers
 from agent.job_functions import fail_dead_runs
-from agent.turn.fanout import on_session_deleted
+from agent.turn import on_session_deleted
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 from tests.ws import HOST, ORIGIN, communicator, open_chat, receive_until

@@ -9,8 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agent.events import Collector
-from agent.turn.refusals import InvalidInput, ModelNotConfigured
-from agent.turn.service import run_turn
+from agent.turn import InvalidInput, ModelNotConfigured, run_turn
 from sessions_app.models import Message, Run, Session
 from tests.llm_server import ScriptedLLM
 

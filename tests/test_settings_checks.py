@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from agent.checks import TOOLS_ERROR, check_tools
 from agent.tools import Tool, ToolContext
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from tests.conftest import ROOT, free_port, run_manage
 from tests.llm_server import ScriptedLLM
 

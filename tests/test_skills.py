@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent.turn.service import run_turn
+from agent.turn import run_turn
 from sessions_app.models import Message
 from skills_app.models import Skill
 from tests.llm_server import ScriptedLLM

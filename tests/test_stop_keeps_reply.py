@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agent.events import Collector
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from sessions_app.models import Message, Run
 from tests.llm_server import ScriptedLLM
 from tests.ws import open_chat, receive_until

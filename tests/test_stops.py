@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from agent.turn.watch import POLL_SECONDS, announce_stop
 from sessions_app.models import Run
 from tests.llm_server import ScriptedLLM

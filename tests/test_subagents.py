@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agent.events import Collector
 from agent.job_functions import fail_dead_runs
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from sessions_app import selectors
 from sessions_app.models import Run, Session
 from tests.jobs import GroupListener, hold_queue

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from agent.conf import agent_settings
 from agent.events import Collector
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from agent.turn.toolbox import tool_problems, tool_registry
 from sessions_app.models import Message, Session
 from tests import custom_tools

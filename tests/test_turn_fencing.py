@@ -109,8 +109,8 @@ async def test_an_overtaken_turn_ends_failed_and_says_why(when: str, llm, ada) -
     from asgiref.sync import sync_to_async
 
     from agent.events import Collector
+    from agent.turn import SessionRef, run_turn
     from agent.turn.runner import LOST_LOCK_TEXT
-    from agent.turn.service import SessionRef, run_turn
 
     key = f"web:overtaken-{when.replace(' ', '-')}"
     if when == "mid-turn":

@@ -17,10 +17,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections
 
 from agent.llm.client import LLM, _limits
-from agent.turn import locks
+from agent.turn import locks, run_turn
 from agent.turn.locks import ADVISORY_LOCK_CLASS
 from agent.turn.runner import LOST_LOCK_TEXT
-from agent.turn.service import run_turn
 from sessions_app import services
 from sessions_app.models import Message, Run
 from tests.conftest import ROOT
@@ -39,7 +38,7 @@ pytestmark = [
 KEY = "cli:lost-lock"
 SECOND = """
 import asyncio
-from agent.turn.service import run_turn
+from agent.turn import run_turn
 
 result = asyncio.run(run_turn({key!r}, "second", channel="cli"))
 print(result.status, result.text, sep="|", flush=True)

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.guards.uploads import MAX_NAME_BYTES, safe_name
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.usefixtures("agent_settings")

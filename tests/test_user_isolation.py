@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 
 from agent.job_functions import run_cron_job
 from agent.tools.guards.folders import user_folder
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, run_turn
 from cron_app import services as jobs
 from tests.jobs import as_worker
 from tests.llm_server import ScriptedLLM

@@ -5,7 +5,7 @@ segment is `sessions_app.keys`' rule, which the route's converter applies).
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled
 while it streams; a turn outlives a closed tab and is saved all the same. A socket that
-opens while a turn of its session streams gets the text so far, then the rest (`live`).
+opens while a turn of its session streams gets the text so far, then the rest (`join_stream`).
 
 A socket belongs to its user and to one session row for its whole life: every user has
 chat ids of their own, the socket's turns run in the row it opened, and when that row is
@@ -26,14 +26,28 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
 from agent.conf import agent_settings
-from agent.doors import ratelimit
 from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
-from agent.turn import live, relay, slash, store
-from agent.turn.fanout import GroupSink
-from agent.turn.groups import session_group
-from agent.turn.locks import is_running
-from agent.turn.refusals import MAX_MESSAGE_CHARS, SessionGone, TurnError, validate_content
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import (
+    MAX_MESSAGE_CHARS,
+    GroupSink,
+    SessionGone,
+    SessionRef,
+    TurnError,
+    get_or_create_session,
+    get_run,
+    has_running_turn,
+    is_command,
+    is_running_here,
+    join_stream,
+    leave_stream,
+    listen_to_relayed,
+    messages_for_display,
+    run_turn,
+    session_group,
+    take_turn_slot,
+    unfinished_run,
+    validate_content,
+)
 from sessions_app.models import Run
 
 logger = logging.getLogger(__name__)
@@ -79,23 +93,23 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if key is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        session = await store.get_or_create_session(key=key, owner=user)
+        session = await get_or_create_session(key=key, owner=user)
         self.user = user
         self.session_key, self.session_id = session.key, session.pk
         self.pending: set[asyncio.Task[None]] = set()
         self.group = session_group(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.stop_relay = relay.listen()
-        messages = await store.messages_for_display(session=session)
-        running = is_running(session.pk) or await store.has_running_turn(session_id=session.pk)
+        self.stop_relay = listen_to_relayed()
+        messages = await messages_for_display(session=session)
+        running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
         frame = History(messages=messages, running=running).to_dict()
         frame["model"] = session.model or agent_settings().model
         await self.send_json(frame)
-        unfinished = await store.unfinished_run(session_id=session.pk)
+        unfinished = await unfinished_run(session_id=session.pk)
         if unfinished is not None:
             if running:
                 self._join(unfinished.pk)
-            if not is_running(session.pk):
+            if not is_running_here(session.pk):
                 self._follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
@@ -109,7 +123,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if self.joined.is_set():
                 # The turn would go on sending this socket its stream until the layer
                 # refused it.
-                await live.ask(self.joined_run, self.channel_name, kind=live.LEAVE)
+                await leave_stream(self.joined_run, self.channel_name)
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -146,7 +160,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(str(exc))
             return
         # Commands cost no model call and /stop must always get through: only turns count.
-        if slash.parse(text) is None and not await self._admit():
+        if not is_command(text) and not await self._admit():
             return
         self._start(text)
 
@@ -158,7 +172,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "send this one when they are done, or stop them"
             )
             return False
-        wait = await sync_to_async(ratelimit.take)(self.user.pk)
+        wait = await sync_to_async(take_turn_slot)(self.user.pk)
         if wait is not None:
             seconds = math.ceil(wait)
             await self._refuse(
@@ -220,7 +234,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(frame)
 
     async def live_joined(self, message: dict[str, Any]) -> None:
-        """The running turn took this socket's request to join its stream (`live.JOINED`);
+        """The running turn took this socket's request to join its stream (`join_stream`);
         its frames follow."""
         self.joined.set()
 
@@ -233,7 +247,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _join_stream(self, run_id: UUID) -> None:
         # A turn that has only just started may not listen on its run's group yet.
         for _ in range(JOIN_ATTEMPTS):
-            await live.ask(run_id, self.channel_name)
+            await join_stream(run_id, self.channel_name)
             try:
                 await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_SECONDS)
                 return
@@ -263,7 +277,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _follow_until_done(self, run_id: str) -> None:
         while self.followed == run_id:
             await asyncio.sleep(FOLLOW_SECONDS)
-            run = await store.get_run(run_id=UUID(run_id))
+            run = await get_run(run_id=UUID(run_id))
             if run is None:
                 return  # deleted with its session: the socket is closing
             if run.status == Run.Status.RUNNING:

@@ -240,7 +240,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def _hand_back_and_exit() -> None:
     if not _exiting.acquire(blocking=False):
         return
-    from agent.turn.watch import watched_runs
+    from agent.turn import watched_runs
     from sessions_app.services import hand_back_runs
 
     try:

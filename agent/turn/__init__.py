@@ -1,6 +1,182 @@
-"""The turn service: `run_turn`, the one call every door makes, and what it needs.
+"""The turn package: everything that happens between a message arriving at a door and its
+answer going back, and the one interface the doors use. Its modules are its own: a door, a
+job or anything else outside imports the names below from `agent.turn`, never a module of
+it (an import-linter contract holds this).
 
-Slash commands (`slash`), per-session locks (`locks`), the run watcher that delivers stops
-and heartbeats (`watch`), the ordered message writer (`message_log`), cross-process fan-out
-(`fanout`), the async boundary to the data layer (`store`) and queued turns (`runs`).
+What a door may ask for, and what it gets back:
+
+- Run a turn: `run_turn(session, content, channel=, emit=, model=)` with a session key or a
+  `SessionRef` (key, owner, the row a socket pinned). Events go to `emit` as they happen
+  (`agent.events`); the call returns a `TurnResult` (text, status, run id, usage, whether
+  the model already delivered its answer). `is_command(content)`: whether it is a slash
+  command, which answers with text and costs no model call.
+- Hear why not: a turn that cannot start raises a `TurnError` (`InvalidInput` naming the
+  field at fault, `SessionGone`, `ModelNotConfigured`) whose text is meant for the user.
+  `validate_content`, `MAX_MESSAGE_CHARS` and `allowed_model` are the input rules every
+  door applies before it records anything.
+- Hand out a task (the REST door): `submit_task` records a turn as a run and runs it now or
+  queues it for the worker, returning the run; `cancel_task` stops one and returns it.
+  `execute_task(run, owner=)` runs a queued one to its end (the worker's job).
+- Show a session (the socket): `get_or_create_session`, `messages_for_display`,
+  `has_running_turn`, `unfinished_run` and `get_run` read it (async); `is_running_here`
+  says whether this process runs its turn. `session_group` names the channel-layer group
+  its sockets join, `GroupSink` sends a turn's shared events there, `listen_to_relayed`
+  passes on what workers relayed through the database (returns the call that stops it),
+  and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+- Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
+  else the seconds to wait.
+- List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
+  `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything.
+- Do background work (the jobs layer, `manage.py heartbeat`): `run_cron_job`,
+  `report_dead_cron_runs`, `run_spawned_subagent`, `announce_subagent`,
+  `heartbeat_users` and `user_heartbeat`, `consolidate_session` (coroutines that return
+  how it went), `prune_relayed`; `delivering(work, what=)` makes a coroutine wait for the
+  events it published before its event loop closes.
+- Wire a process: `on_session_deleted` (a signal receiver), `write_through_database` (a
+  worker's events go through the database when its channel layer is its own), and
+  `watched_runs` (the runs this process's turns are running, for a worker that stops).
+
+A name is loaded at its first use, with the module it lives in: a door pays for the parts
+it asks for, not for the whole package. `load()` loads them all at once, for a process
+about to fork workers that would otherwise each load them at their first job.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.turn.consolidation import consolidate_session
+    from agent.turn.cron_runs import report_dead_cron_runs, run_cron_job
+    from agent.turn.fanout import GroupSink, delivering, on_session_deleted
+    from agent.turn.groups import session_group
+    from agent.turn.heartbeat import heartbeat_users, user_heartbeat
+    from agent.turn.live import join_stream, leave_stream
+    from agent.turn.locks import is_running_here
+    from agent.turn.outcome import TurnResult
+    from agent.turn.ratelimit import take_turn_slot
+    from agent.turn.refusals import (
+        MAX_MESSAGE_CHARS,
+        InvalidInput,
+        ModelNotConfigured,
+        SessionGone,
+        TurnError,
+        allowed_model,
+        validate_content,
+    )
+    from agent.turn.relay import listen_to_relayed, prune_relayed, write_through_database
+    from agent.turn.runs import cancel_task, execute_task, submit_task
+    from agent.turn.service import SessionRef, run_turn
+    from agent.turn.slash import is_command
+    from agent.turn.store import (
+        get_or_create_session,
+        get_run,
+        has_running_turn,
+        messages_for_display,
+        unfinished_run,
+    )
+    from agent.turn.subagent_runs import announce_subagent, run_spawned_subagent
+    from agent.turn.toolbox import known_tool_names, tool_problems, turn_registry
+    from agent.turn.watch import watched_runs
+
+# The module of the package each name of the interface lives in.
+_PLACES = {
+    "consolidation": ("consolidate_session",),
+    "cron_runs": ("report_dead_cron_runs", "run_cron_job"),
+    "fanout": ("GroupSink", "delivering", "on_session_deleted"),
+    "groups": ("session_group",),
+    "heartbeat": ("heartbeat_users", "user_heartbeat"),
+    "live": ("join_stream", "leave_stream"),
+    "locks": ("is_running_here",),
+    "outcome": ("TurnResult",),
+    "ratelimit": ("take_turn_slot",),
+    "refusals": (
+        "MAX_MESSAGE_CHARS",
+        "InvalidInput",
+        "ModelNotConfigured",
+        "SessionGone",
+        "TurnError",
+        "allowed_model",
+        "validate_content",
+    ),
+    "relay": ("listen_to_relayed", "prune_relayed", "write_through_database"),
+    "runs": ("cancel_task", "execute_task", "submit_task"),
+    "service": ("SessionRef", "run_turn"),
+    "slash": ("is_command",),
+    "store": (
+        "get_or_create_session",
+        "get_run",
+        "has_running_turn",
+        "messages_for_display",
+        "unfinished_run",
+    ),
+    "subagent_runs": ("announce_subagent", "run_spawned_subagent"),
+    "toolbox": ("known_tool_names", "tool_problems", "turn_registry"),
+    "watch": ("watched_runs",),
+}
+_MODULE_OF = {name: module for module, names in _PLACES.items() for name in names}
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "GroupSink",
+    "InvalidInput",
+    "ModelNotConfigured",
+    "SessionGone",
+    "SessionRef",
+    "TurnError",
+    "TurnResult",
+    "allowed_model",
+    "announce_subagent",
+    "cancel_task",
+    "consolidate_session",
+    "delivering",
+    "execute_task",
+    "get_or_create_session",
+    "get_run",
+    "has_running_turn",
+    "heartbeat_users",
+    "is_command",
+    "is_running_here",
+    "join_stream",
+    "known_tool_names",
+    "leave_stream",
+    "listen_to_relayed",
+    "load",
+    "messages_for_display",
+    "on_session_deleted",
+    "prune_relayed",
+    "report_dead_cron_runs",
+    "run_cron_job",
+    "run_spawned_subagent",
+    "run_turn",
+    "session_group",
+    "submit_task",
+    "take_turn_slot",
+    "tool_problems",
+    "turn_registry",
+    "unfinished_run",
+    "user_heartbeat",
+    "validate_content",
+    "watched_runs",
+    "write_through_database",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def load() -> None:
+    """Load every part of the package now."""
+    for module in _PLACES:
+        importlib.import_module(f"{__name__}.{module}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

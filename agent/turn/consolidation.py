@@ -64,7 +64,7 @@ class Saved:
     memory_update: str | None
 
 
-async def consolidate(
+async def consolidate_session(
     session_id: int,
     *,
     model: str,

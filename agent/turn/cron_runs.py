@@ -30,12 +30,12 @@ from sessions_app.models import Session
 logger = logging.getLogger(__name__)
 
 CHANNEL = "cron"
-# How `run_job` ends a run that the owner's turn rate kept from starting; the job records
+# How `run_cron_job` ends a run that the owner's turn rate kept from starting; the job records
 # it as skipped, with why.
 LIMITED = "limited"
 
 
-async def run_job(job_id: int, *, scheduled: bool = True, due: datetime | None = None) -> str:
+async def run_cron_job(job_id: int, *, scheduled: bool = True, due: datetime | None = None) -> str:
     """Run job `job_id` now. `scheduled`: a dispatcher claimed its run due at `due`, and
     planned the next (`cron_app.dispatch`); without `due`, the task was queued before
     dispatchers did that, so the run claims itself first. How the run ended."""
@@ -85,7 +85,7 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
         return "skipped", "", False
     # Counted once the run is sure to be a turn: a run skipped for the one still going
     # takes no place in the owner's window.
-    if await asyncio.to_thread(ratelimit.take, job.owner_id) is not None:
+    if await asyncio.to_thread(ratelimit.take_turn_slot, job.owner_id) is not None:
         why = ratelimit.past_rate(job.owner.get_username())
         await store.fail_unfinished_run(run_id=run.pk, text=f"Skipped: {why}.", error=why)
         return LIMITED, f"skipped: {why}", False
@@ -93,7 +93,7 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     return result.status, result.text, result.delivered
 
 
-async def report_dead_runs(run_ids: Collection[UUID]) -> int:
+async def report_dead_cron_runs(run_ids: Collection[UUID]) -> int:
     """Close what the sweep found of cron runs among `run_ids` (runs whose process died
     mid-turn): the job records the failure and the chat it reports to reads why, as after
     any failed run. The job was planned for its next time before its turn began, and its

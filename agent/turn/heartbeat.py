@@ -30,7 +30,7 @@ SESSION_KEY = "heartbeat"
 FILE_CHARS = 20_000
 
 
-def due_users(conf: AgentSettings) -> list[Any]:
+def heartbeat_users(conf: AgentSettings) -> list[Any]:
     """The active users whose own HEARTBEAT.md has open tasks. Reads the database and the
     file system: call it from sync code (a worker's task, a command)."""
     from django.contrib.auth import get_user_model
@@ -55,7 +55,7 @@ def open_tasks(conf: AgentSettings, username: str) -> str:
     return context.open_tasks(text) if text else ""
 
 
-async def beat(conf: AgentSettings, user: Any) -> str:
+async def user_heartbeat(conf: AgentSettings, user: Any) -> str:
     """One heartbeat of `user`; what came of it (`idle`, `skipped`, `quiet`, `delivered`…)."""
     tasks = await asyncio.to_thread(open_tasks, conf, user.get_username())
     if not tasks:

@@ -2,7 +2,7 @@
 
 Stream chunks go only to the socket that started the turn (`fanout` says why). A socket
 that opens meanwhile, a second tab or the first one reconnecting, asks the process running
-the turn to join it (`ask`, through the run's group, which that process's watcher listens
+the turn to join it (`join_stream`, through the run's group, which that process's watcher listens
 on). The turn then sends that socket the text so far as one `stream_start` and one
 `stream_chunk`, and from then on the rest of its stream, straight to the socket's channel.
 
@@ -165,24 +165,33 @@ class _Viewer:
                     return
 
 
-def join(run_id: UUID, channel: str) -> None:
+def add_viewer(run_id: UUID, channel: str) -> None:
     """A socket's request to join `run_id`'s turn, if it streams in this process."""
     turn = _turns.get(run_id)
     if turn is not None:
         turn.join(channel)
 
 
-def leave(run_id: UUID, channel: str) -> None:
+def remove_viewer(run_id: UUID, channel: str) -> None:
     """A socket that joined `run_id`'s turn closed."""
     turn = _turns.get(run_id)
     if turn is not None:
         turn.leave(channel)
 
 
-async def ask(run_id: UUID, channel: str, *, kind: str = JOIN) -> None:
-    """Ask the process running `run_id`'s turn, wherever it is, to send `channel` its
-    stream (or, with `LEAVE`, to stop). A process with no such turn ignores it; with a
-    layer of its own, only this process hears it."""
+async def join_stream(run_id: UUID, channel: str) -> None:
+    """Ask the process running `run_id`'s turn, wherever it is, to send `channel` (a
+    socket's) the text so far and the rest of its stream. A process with no such turn
+    ignores it; with a layer of its own, only this process hears it."""
+    await _ask(run_id, channel, kind=JOIN)
+
+
+async def leave_stream(run_id: UUID, channel: str) -> None:
+    """Ask the process running `run_id`'s turn to stop sending `channel` its stream."""
+    await _ask(run_id, channel, kind=LEAVE)
+
+
+async def _ask(run_id: UUID, channel: str, *, kind: str) -> None:
     layer = get_channel_layer()
     if layer is None:
         return

@@ -314,7 +314,7 @@ def _open_lock_file(lock_dir: Path, session_id: int) -> int:
     return os.open(lock_dir / f"session-{session_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
 
-def is_running(session_id: int) -> bool:
+def is_running_here(session_id: int) -> bool:
     return any(not task.done() for task in _running.get(session_id, ()))
 
 

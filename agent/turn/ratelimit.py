@@ -72,7 +72,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
         raise ValueError(f"a rate looks like 30/min or 500/day, not {rate!r}") from None
 
 
-def take(user_id: int) -> float | None:
+def take_turn_slot(user_id: int) -> float | None:
     """Count one turn for the user: None when it may start, else seconds to wait."""
     count, window = parse_rate(settings.AGENT_TURN_RATE)
     # The cache's key prefix keeps sites (and test runs) that share a store apart.

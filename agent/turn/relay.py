@@ -23,6 +23,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from agent.turn import store
 from agent.turn.db import detached_context
 from agent.turn.groups import session_group
+from sessions_app import services
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,12 @@ _writing = False
 def local_layer() -> bool:
     """Whether this process's channel layer reaches only its own sockets."""
     return isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+def prune_relayed() -> int:
+    """Forget what was relayed long enough ago for every web server to have read it; how
+    many rows that was (for the worker's sweep, from sync code)."""
+    return services.prune_relayed(older_than=KEEP)
 
 
 def write_through_database() -> None:
@@ -94,7 +101,7 @@ _readers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RelayReader] = (
 )
 
 
-def listen() -> Callable[[], None]:
+def listen_to_relayed() -> Callable[[], None]:
     """A socket of this process wants relayed events; returns the function that ends that.
     Nothing to do when the layer is shared (Redis)."""
     if not local_layer():

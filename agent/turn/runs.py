@@ -48,7 +48,7 @@ def submit_task(
     content = compose_prompt(prompt, context)
     run = services.queue_run(session=session, channel=CHANNEL, prompt=content, model=model or "")
     if wait:
-        execute(run, owner=user)
+        execute_task(run, owner=user)
         finished = selectors.get_run(run_id=run.pk)
         if finished is None:  # deleted, with its session, while it ran
             raise SessionGone()
@@ -58,7 +58,7 @@ def submit_task(
     return run
 
 
-def execute(run: Run, *, owner: User | None) -> None:
+def execute_task(run: Run, *, owner: User | None) -> None:
     """Run a queued task's turn in this process, to its end. Never raises: however the
     turn ends, the run record says so."""
     try:

@@ -46,6 +46,11 @@ def parse(content: str) -> Command | None:
     return Command(name, args.strip()) if name in _HANDLERS else None
 
 
+def is_command(content: str) -> bool:
+    """Whether `content` is a slash command: answered with text, at no model call."""
+    return parse(content) is not None
+
+
 async def dispatch(
     command: Command,
     *,
@@ -67,7 +72,7 @@ async def _new(args: str, ctx: _Context) -> str:
         model = _current_model(ctx)
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
-            await consolidation.consolidate(
+            await consolidation.consolidate_session(
                 ctx.session.pk, model=model, conf=ctx.conf, everything=True, wait=NEW_WAIT_SECONDS
             )
         except Exception:  # the conversation is cleared all the same, its messages kept

@@ -1,5 +1,5 @@
 """Sub-agents that `spawn` queued, as the worker runs them: the sub-agent's turn, then how it
-ended told to the session that started it (`announce`), a frame for its sockets and, unless
+ended told to the session that started it (`announce_subagent`), a frame for its sockets and, unless
 it was stopped, a short turn on the `system` channel in which the agent tells the user what
 came of it. That turn counts against the owner's turn rate; past it the sub-agent's answer
 is posted as it gave it.
@@ -24,7 +24,7 @@ from sessions_app.models import Run
 logger = logging.getLogger(__name__)
 
 
-async def run_spawned(run_id: UUID) -> str:
+async def run_spawned_subagent(run_id: UUID) -> str:
     """The worker's side of `spawn`: run the sub-agent, then announce how it ended."""
     run = await store.subagent_run(run_id=run_id)
     if run is None:
@@ -32,12 +32,12 @@ async def run_spawned(run_id: UUID) -> str:
         return "missing"
     if run.status == Run.Status.QUEUED:
         await run_to_end(run, run.session.owner, run_recorded)
-    await announce(run_id)
+    await announce_subagent(run_id)
     finished = await store.get_run(run_id=run_id)
     return finished.status if finished is not None else "missing"
 
 
-async def announce(run_id: UUID) -> None:
+async def announce_subagent(run_id: UUID) -> None:
     """Tell the session that started sub-agent `run_id` how it ended: a frame for its
     sockets and, unless it was stopped, a short turn in which the agent reports to the user."""
     run = await store.subagent_run(run_id=run_id)
@@ -51,7 +51,8 @@ async def announce(run_id: UUID) -> None:
         return  # stopped: the /stop answer said so; unfinished: it is not over yet
     result = (run.text or run.error or "")[:RESULT_CHARS]
     owner = parent.owner
-    if owner is not None and await asyncio.to_thread(ratelimit.take, owner.pk) is not None:
+    wait = None if owner is None else await asyncio.to_thread(ratelimit.take_turn_slot, owner.pk)
+    if owner is not None and wait is not None:
         # The agent's own words would take a turn past the owner's rate: the answer as it is.
         why = ratelimit.past_rate(owner.get_username())
         said = {"succeeded": "finished"}.get(run.status, run.status)

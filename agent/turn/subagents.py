@@ -79,7 +79,7 @@ class SessionAgents:
         """Count the sub-agent's turn against the owner's rate, or refuse to start it."""
         if self.owner is None:
             return  # a turn of no account (the command line's): nobody's rate to count
-        wait = await asyncio.to_thread(ratelimit.take, self.owner.pk)
+        wait = await asyncio.to_thread(ratelimit.take_turn_slot, self.owner.pk)
         if wait is not None:
             raise ToolError(
                 f"no sub-agent was started: {ratelimit.past_rate(self.owner.get_username())}; "

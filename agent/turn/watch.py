@@ -105,9 +105,9 @@ class RunWatcher:
                 if message.get("type") == STOP:
                     self._stop(UUID(message["run"]))
                 elif message.get("type") == live.JOIN:
-                    live.join(UUID(message["run"]), message["reply_to"])
+                    live.add_viewer(UUID(message["run"]), message["reply_to"])
                 elif message.get("type") == live.LEAVE:
-                    live.leave(UUID(message["run"]), message["reply_to"])
+                    live.remove_viewer(UUID(message["run"]), message["reply_to"])
         except asyncio.CancelledError:
             raise
         except Exception:  # the poll still sees the flag, half a second later
@@ -178,7 +178,7 @@ async def announce_stop(run_ids: Iterable[UUID]) -> None:
 
 def watched_runs() -> list[UUID]:
     """The runs whose turns this process is running now, on any of its event loops. For a
-    worker that stops mid-turn (`agent.doors.cluster`), from a thread of its own: it reads
+    worker that stops mid-turn (its cluster's stop hooks), from a thread of its own: it reads
     copies of what the loops change, and tries again if one changed meanwhile."""
     for _ in range(5):
         try:

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from agent.doors.api.pagination import LinkedCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
 from agent.doors.api.serializers import SESSION_KEY, StrictCharField
-from agent.turn.refusals import MAX_MESSAGE_CHARS, InvalidInput, validate_content
+from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, validate_content
 from cron_app import selectors, services, timing
 from cron_app.models import CronJob
 

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from agent.turn.refusals import ModelNotConfigured, TurnError
+from agent.turn import ModelNotConfigured, TurnError
 
 logger = logging.getLogger(__name__)
 

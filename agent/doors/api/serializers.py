@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.turn.refusals import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
+from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
 from sessions_app import keys
 from sessions_app.models import Message, Run, Session
 

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from agent.conf import agent_settings
 from agent.doors.api.schema import AUTH_ERRORS
 from agent.doors.api.serializers import HealthOut, ModelsOut, ToolOut
-from agent.turn.toolbox import known_tool_names, turn_registry
+from agent.turn import known_tool_names, turn_registry
 
 
 class Health(APIView):

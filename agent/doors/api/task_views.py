@@ -13,10 +13,9 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from agent.doors import ratelimit
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED
 from agent.doors.api.serializers import TaskIn, TaskOut
-from agent.turn.runs import cancel_task, submit_task
+from agent.turn import cancel_task, submit_task, take_turn_slot
 from sessions_app import selectors
 from sessions_app.models import Run
 
@@ -35,7 +34,7 @@ class TurnRateThrottle(BaseThrottle):
         self.retry_after: float | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        self.retry_after = ratelimit.take(request.user.pk)
+        self.retry_after = take_turn_slot(request.user.pk)
         return self.retry_after is None
 
     def wait(self) -> float | None:

@@ -14,8 +14,7 @@ from agent.checks import require_tools
 from agent.conf import agent_settings
 from agent.doors.terminal import PlainPrinter, RichPrinter
 from agent.management.accounts import account
-from agent.turn.refusals import TurnError, allowed_model
-from agent.turn.service import SessionRef, run_turn
+from agent.turn import SessionRef, TurnError, allowed_model, run_turn
 from agentsite.database import migrate_embedded
 
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.conf import agent_settings
 from agent.management.accounts import account
-from agent.turn import heartbeat
+from agent.turn import heartbeat_users, user_heartbeat
 from agentsite.database import migrate_embedded
 
 
@@ -26,14 +26,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         migrate_embedded()
         conf = agent_settings()
-        users = [account(options["user"])] if options["user"] else heartbeat.due_users(conf)
+        users = [account(options["user"])] if options["user"] else heartbeat_users(conf)
         if not users:
             self.stdout.write("Nothing to do: no user's HEARTBEAT.md has open tasks.")
             return
         failed = []
         with asyncio.Runner() as runner:
             for user in users:
-                outcome = runner.run(heartbeat.beat(conf, user))
+                outcome = runner.run(user_heartbeat(conf, user))
                 self.stdout.write(f"{user.get_username()}: {outcome}")
                 if outcome in ("failed", "cancelled", "no model"):
                     failed.append(user.get_username())

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connections
 from django_q.management.commands import qcluster
 
+from agent import turn
 from agent.checks import BriefChecks
 from agent.conf import agent_settings
 from agent.doors import cluster as graceful
@@ -35,6 +36,9 @@ class Command(BriefChecks, qcluster.Command):
     def handle(self, *args: Any, **options: Any) -> None:
         require_migrated()
         ensure_schedules()
+        # Loaded once here, before the cluster forks its workers: each inherits the turn
+        # package rather than loading it at its first job.
+        turn.load()
         conf = agent_settings()
         if conf.model and needs_litellm(conf.model, conf.llm_backend):
             # Seconds of import, paid once here before the workers fork and inherit it,
