@@ -21,11 +21,10 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
 
 
 def tool_problems() -> list[str]:
-    from django.conf import settings
-
-    if not settings.AGENT_TOOLS:  # the usual case costs no import
-        return []
     from agent.conf import agent_settings
+
+    if not agent_settings().tools:  # the usual case costs no import
+        return []
     from agent.turn import tool_problems as problems_of
 
     return problems_of(agent_settings())

@@ -1,88 +1,311 @@
-"""A typed view of the AGENT_* settings. Code reads these, never the environment."""
+"""The agent's settings, each declared once: its name, type, default and what it does.
+
+`SETTINGS` is the declaration. `agentsite/settings.py`, the one place that reads the
+environment, reads each of them from there (`read_settings`) into a Django setting of the
+same name, so that `override_settings` and the admin's tooling see them as any other.
+Code reads them through `agent_settings()`, a typed, frozen view made at call time; the
+README's settings table and a test keep the declaration and the documentation one list.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
+
+Kind = Literal["str", "int", "float", "bool", "list"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: `name` in the environment and in Django's settings, `field` in
+    `AgentSettings`."""
+
+    name: str
+    kind: Kind
+    default: Any
+    doc: str
+    field: str
+    # Earlier names, read when `name` is not set.
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # The model.
+    Setting("AGENT_MODEL", "str", "", "litellm model id of the default model", "model"),
+    Setting(
+        "AGENT_MODELS",
+        "list",
+        [],
+        "model ids users may pick besides AGENT_MODEL; any other is refused",
+        "model_choices",
+    ),
+    Setting("AGENT_API_BASE", "str", "", "an OpenAI-compatible server's URL", "api_base"),
+    Setting(
+        "AGENT_API_KEY",
+        "str",
+        "",
+        "the key for AGENT_API_BASE (OPENAI_API_KEY when unset and a base is given)",
+        "api_key",
+    ),
+    Setting("OPENAI_API_KEY", "str", "", "OpenAI's key, as litellm reads it", "openai_api_key"),
+    Setting(
+        "OPENAI_BASE_URL",
+        "str",
+        "",
+        "OpenAI's address for `openai/<name>` without AGENT_API_BASE",
+        "openai_base_url",
+        aliases=("OPENAI_API_BASE",),
+    ),
+    Setting(
+        "AGENT_LLM_BACKEND",
+        "str",
+        "auto",
+        "auto: OpenAI's protocol spoken directly to openai/ models, litellm for the rest",
+        "llm_backend",
+        choices=("auto", "litellm"),
+    ),
+    Setting("AGENT_TEMPERATURE", "float", 0.1, "sampling temperature", "temperature"),
+    Setting("AGENT_MAX_TOKENS", "int", 4096, "tokens per model answer", "max_tokens"),
+    Setting(
+        "AGENT_CONTEXT_WINDOW",
+        "int",
+        0,
+        "the model's context window in tokens; 0 takes litellm's table",
+        "context_window",
+    ),
+    Setting(
+        "AGENT_LLM_TIMEOUT",
+        "float",
+        120.0,
+        "seconds without a streamed chunk before a model call counts as hung",
+        "llm_timeout",
+    ),
+    Setting("AGENT_LLM_MAX_RETRIES", "int", 4, "retries of a failed model call", "llm_max_retries"),
+    Setting(
+        "AGENT_LLM_RETRY_BUDGET",
+        "float",
+        60.0,
+        "seconds all of a call's retry waits may add up to",
+        "llm_retry_budget",
+    ),
+    # Turns.
+    Setting("AGENT_WORKSPACE", "str", "", "the workspace folder (./workspace)", "workspace"),
+    Setting("AGENT_MAX_ITERATIONS", "int", 20, "model calls per turn", "max_iterations"),
+    Setting(
+        "AGENT_SUBAGENT_MAX_ITERATIONS",
+        "int",
+        15,
+        "model calls per sub-agent",
+        "subagent_max_iterations",
+    ),
+    Setting(
+        "AGENT_MEMORY_WINDOW",
+        "int",
+        50,
+        "history messages loaded per turn; past it, the oldest are consolidated",
+        "memory_window",
+    ),
+    Setting(
+        "AGENT_TURN_RATE",
+        "str",
+        "30/min",
+        "turns each user may start (chat, API, cron runs, sub-agents), as DRF writes rates",
+        "turn_rate",
+        aliases=("AGENT_API_TASK_RATE",),
+    ),
+    Setting(
+        "AGENT_HEARTBEAT_INTERVAL",
+        "int",
+        1800,
+        "seconds between looks at each user's HEARTBEAT.md; 0 turns them off",
+        "heartbeat_interval",
+    ),
+    Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
+    # Tools.
+    Setting(
+        "AGENT_TOOLS",
+        "list",
+        [],
+        "dotted paths of tools of your own, offered beside the built-in ones",
+        "tools",
+    ),
+    Setting(
+        "AGENT_RESTRICT_TO_WORKSPACE",
+        "bool",
+        True,
+        "file tools stay in the user's folder and exec runs in its sandbox",
+        "restrict_to_workspace",
+    ),
+    Setting("AGENT_EXEC_TIMEOUT", "int", 60, "seconds before exec kills a command", "exec_timeout"),
+    Setting(
+        "AGENT_EXEC_NETWORK",
+        "bool",
+        False,
+        "sandboxed commands may use the network",
+        "exec_network",
+    ),
+    Setting(
+        "AGENT_EXEC_MAX_PROCESSES",
+        "int",
+        128,
+        "processes (threads count) a command may run at once",
+        "exec_max_processes",
+    ),
+    Setting(
+        "AGENT_EXEC_MEMORY_MB", "int", 1024, "memory per process of a command", "exec_memory_mb"
+    ),
+    Setting(
+        "AGENT_MAX_UPLOAD_BYTES",
+        "int",
+        20 * 1024 * 1024,
+        "the largest file a user may upload into their folder",
+        "max_upload_bytes",
+    ),
+    Setting(
+        "AGENT_WEB_ALLOW_PRIVATE",
+        "bool",
+        False,
+        "web_fetch may reach loopback, private and link-local addresses",
+        "web_allow_private",
+    ),
+    Setting("AGENT_WEB_TIMEOUT", "float", 20.0, "seconds per web request", "web_timeout"),
+    Setting("BRAVE_API_KEY", "str", "", "web_search asks Brave Search with it", "brave_api_key"),
+    Setting(
+        "AGENT_BRAVE_SEARCH_URL",
+        "str",
+        "https://api.search.brave.com/res/v1/web/search",
+        "Brave Search's address",
+        "brave_search_url",
+    ),
+    Setting(
+        "AGENT_DUCKDUCKGO_URL",
+        "str",
+        "https://html.duckduckgo.com/html/",
+        "DuckDuckGo's address, for web_search without a Brave key",
+        "duckduckgo_url",
+    ),
+    # The worker.
+    Setting("AGENT_WORKERS", "int", 2, "django-q2 worker processes", "workers"),
+    Setting("AGENT_TASK_TIMEOUT", "int", 3600, "seconds a background task may run", "task_timeout"),
+    # Signing in.
+    Setting(
+        "AGENT_LOGIN_FAILURE_LIMIT",
+        "int",
+        5,
+        "wrong passwords for one username before it is locked; 0 turns the throttle off",
+        "login_failure_limit",
+    ),
+    Setting(
+        "AGENT_LOGIN_ADDRESS_FAILURE_LIMIT",
+        "int",
+        20,
+        "wrong passwords from one address before it is locked",
+        "login_address_failure_limit",
+    ),
+    Setting(
+        "AGENT_LOGIN_COOLOFF",
+        "int",
+        900,
+        "seconds a lock lasts after the last failure",
+        "login_cooloff",
+    ),
+    Setting(
+        "AGENT_PROXY_COUNT",
+        "int",
+        0,
+        "reverse proxies in front that append to X-Forwarded-For",
+        "proxy_count",
+    ),
+)
+
+
+def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every declared setting's value, read from `env` (django-environ's `Env`);
+    `defaults` stand in for declared defaults that depend on where the site is."""
+    chosen = defaults or {}
+    values: dict[str, Any] = {}
+    for spec in SETTINGS:
+        default = chosen.get(spec.name, spec.default)
+        for alias in spec.aliases:
+            default = getattr(env, spec.kind)(alias, default=default)
+        value = getattr(env, spec.kind)(spec.name, default=default)
+        if spec.kind == "str":
+            value = value.strip()
+        if spec.choices and value.lower() not in spec.choices:
+            raise ValueError(
+                f"{spec.name} is {value!r}: use {' or '.join(spec.choices)} "
+                f"(the default is {spec.default})"
+            )
+        values[spec.name] = value.lower() if spec.choices else value
+    if values["AGENT_API_BASE"] and not values["AGENT_API_KEY"]:
+        # A custom server given without its own key gets OpenAI's, as the OpenAI SDK would.
+        values["AGENT_API_KEY"] = values["OPENAI_API_KEY"]
+    return values
 
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
+    """The settings as code reads them. Each field but the derived ones at the end is the
+    declared setting whose `field` it is (a test holds the two lists together)."""
+
     model: str
-    # The ids users may pick: `model` first, then AGENT_MODELS, each once.
-    models: tuple[str, ...]
     api_base: str
     api_key: str
-    workspace: Path
-    max_iterations: int
-    subagent_max_iterations: int
-    heartbeat_interval: int
-    cron_max_jobs: int
+    openai_api_key: str
+    openai_base_url: str
+    llm_backend: Literal["auto", "litellm"]
     temperature: float
     max_tokens: int
     context_window: int
+    llm_timeout: float
+    llm_max_retries: int
+    llm_retry_budget: float
+    workspace: Path
+    max_iterations: int
+    subagent_max_iterations: int
     memory_window: int
+    turn_rate: str
+    heartbeat_interval: int
+    cron_max_jobs: int
+    tools: tuple[str, ...]
     restrict_to_workspace: bool
     exec_timeout: int
     exec_network: bool
     exec_max_processes: int
     exec_memory_mb: int
+    max_upload_bytes: int
     web_allow_private: bool
     web_timeout: float
     brave_api_key: str
     brave_search_url: str
     duckduckgo_url: str
-    llm_timeout: float
-    llm_max_retries: int
-    llm_retry_budget: float
-    llm_backend: Literal["auto", "litellm"]
-    openai_api_key: str
-    openai_base_url: str
+    workers: int
+    task_timeout: int
+    login_failure_limit: int
+    login_address_failure_limit: int
+    login_cooloff: int
+    proxy_count: int
+    model_choices: list[str]  # AGENT_MODELS as given; `models` is what code checks against
+    # Derived from the declared ones and the site.
+    models: tuple[str, ...]  # the ids users may pick: `model` first, then AGENT_MODELS
     data_dir: Path
-    exec_env: dict[str, str]
-    tools: tuple[str, ...]
-    max_upload_bytes: int
+    exec_env: dict[str, str]  # the server's environment without its secrets (settings.py)
 
 
 def agent_settings() -> AgentSettings:
     """Read at call time, so tests and `override_settings` see their own values."""
+    declared: dict[str, Any] = {spec.field: getattr(settings, spec.name) for spec in SETTINGS}
+    declared["workspace"] = Path(declared["workspace"]).resolve()
+    declared["tools"] = tuple(declared["tools"])
     return AgentSettings(
-        model=settings.AGENT_MODEL,
-        models=_allowed_models(settings.AGENT_MODEL, settings.AGENT_MODELS),
-        api_base=settings.AGENT_API_BASE,
-        api_key=settings.AGENT_API_KEY,
-        workspace=Path(settings.AGENT_WORKSPACE).resolve(),
-        max_iterations=settings.AGENT_MAX_ITERATIONS,
-        subagent_max_iterations=settings.AGENT_SUBAGENT_MAX_ITERATIONS,
-        heartbeat_interval=settings.AGENT_HEARTBEAT_INTERVAL,
-        cron_max_jobs=settings.AGENT_CRON_MAX_JOBS,
-        temperature=settings.AGENT_TEMPERATURE,
-        max_tokens=settings.AGENT_MAX_TOKENS,
-        context_window=settings.AGENT_CONTEXT_WINDOW,
-        memory_window=settings.AGENT_MEMORY_WINDOW,
-        restrict_to_workspace=settings.AGENT_RESTRICT_TO_WORKSPACE,
-        exec_timeout=settings.AGENT_EXEC_TIMEOUT,
-        exec_network=settings.AGENT_EXEC_NETWORK,
-        exec_max_processes=settings.AGENT_EXEC_MAX_PROCESSES,
-        exec_memory_mb=settings.AGENT_EXEC_MEMORY_MB,
-        web_allow_private=settings.AGENT_WEB_ALLOW_PRIVATE,
-        web_timeout=settings.AGENT_WEB_TIMEOUT,
-        brave_api_key=settings.BRAVE_API_KEY,
-        brave_search_url=settings.AGENT_BRAVE_SEARCH_URL,
-        duckduckgo_url=settings.AGENT_DUCKDUCKGO_URL,
-        llm_timeout=settings.AGENT_LLM_TIMEOUT,
-        llm_max_retries=settings.AGENT_LLM_MAX_RETRIES,
-        llm_retry_budget=settings.AGENT_LLM_RETRY_BUDGET,
-        llm_backend=settings.AGENT_LLM_BACKEND,
-        openai_api_key=settings.OPENAI_API_KEY,
-        openai_base_url=settings.OPENAI_BASE_URL,
+        **declared,
+        models=_allowed_models(declared["model"], declared["model_choices"]),
         data_dir=Path(settings.DATA_DIR),
         exec_env=dict(settings.AGENT_EXEC_ENV),
-        tools=tuple(settings.AGENT_TOOLS),
-        max_upload_bytes=settings.AGENT_MAX_UPLOAD_BYTES,
     )
 
 

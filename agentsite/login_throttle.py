@@ -29,10 +29,11 @@ from axes.backends import AxesStandaloneBackend
 from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username
 from axes.models import AccessAttempt
-from django.conf import settings
 from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+
+from agent.conf import agent_settings
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class LoginThrottle(AxesDatabaseHandler):
             attempts.aggregate(total=Sum("failures_since_start"))["total"] or 0
             for attempts in self.get_user_attempts(request, credentials)
         )
-        shift = settings.AGENT_LOGIN_ADDRESS_FAILURE_LIMIT - settings.AGENT_LOGIN_FAILURE_LIMIT
+        conf = agent_settings()
+        shift = conf.login_address_failure_limit - conf.login_failure_limit
         return max(int(by_account), int(by_address) - shift)
 
     def reset_user_attempts(
@@ -89,7 +91,7 @@ def client_address(request: HttpRequest) -> str | None:
     N-th entry from the right: what the outermost of them saw. Entries to the left of it
     came from the client, which could write anything there."""
     remote = request.META.get("REMOTE_ADDR") or None
-    proxies = settings.AGENT_PROXY_COUNT
+    proxies = agent_settings().proxy_count
     if proxies <= 0:
         return remote
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
@@ -122,7 +124,7 @@ def lockout_response(
 ) -> HttpResponse:
     """The page a locked-out sign-in gets (AXES_LOCKOUT_CALLABLE): 429 Too Many Requests,
     in the site's look, saying when to try again and nothing about the account."""
-    seconds = settings.AGENT_LOGIN_COOLOFF
+    seconds = agent_settings().login_cooloff
     response = TemplateResponse(
         request, LOCKOUT_TEMPLATE, {"wait": wait_phrase(seconds)}, status=429
     )

@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from agent.conf import read_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # litellm fetches its price list over the network at import unless told otherwise; the
@@ -21,6 +23,12 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DATA_DIR = Path(env.str("AGENT_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
+# The agent's own settings, each a Django setting of its own name (see agent.conf).
+try:
+    _AGENT = read_settings(env, defaults={"AGENT_WORKSPACE": str(BASE_DIR / "workspace")})
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+globals().update(_AGENT)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
@@ -185,16 +193,12 @@ LOGOUT_REDIRECT_URL = "login"
 # that account's failures from that address. The sign-in page and the admin's go through
 # the same check; staff see and clear lockouts in the admin ("Access attempts"). A limit of
 # 0 turns the throttle off.
-AGENT_LOGIN_FAILURE_LIMIT = env.int("AGENT_LOGIN_FAILURE_LIMIT", default=5)
-AGENT_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("AGENT_LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
-AGENT_LOGIN_COOLOFF = env.int("AGENT_LOGIN_COOLOFF", default=900)
-# Reverse proxies in front of the site that append the address they were reached from to
-# X-Forwarded-For. 0: none, the connection's address is the client's. Behind one proxy on
-# this machine every connection comes from 127.0.0.1, and one address's limit would lock
-# every visitor out at once, so set it to the number of proxies (and only then: a client
-# reaching the site directly could write any address into the header).
-AGENT_PROXY_COUNT = env.int("AGENT_PROXY_COUNT", default=0)
-if AGENT_LOGIN_FAILURE_LIMIT and min(AGENT_LOGIN_ADDRESS_FAILURE_LIMIT, AGENT_LOGIN_COOLOFF) < 1:
+# AGENT_PROXY_COUNT: behind one proxy on this machine every connection comes from
+# 127.0.0.1, and one address's limit would lock every visitor out at once; and only with
+# proxies: a client reaching the site directly could write any address into the header.
+_LOGIN_LIMIT = _AGENT["AGENT_LOGIN_FAILURE_LIMIT"]
+_COOLOFF = _AGENT["AGENT_LOGIN_COOLOFF"]
+if _LOGIN_LIMIT and min(_AGENT["AGENT_LOGIN_ADDRESS_FAILURE_LIMIT"], _COOLOFF) < 1:
     raise ImproperlyConfigured(
         "AGENT_LOGIN_ADDRESS_FAILURE_LIMIT and AGENT_LOGIN_COOLOFF must be at least 1 "
         "(AGENT_LOGIN_FAILURE_LIMIT=0 turns the sign-in throttle off)"
@@ -205,12 +209,12 @@ AUTHENTICATION_BACKENDS = [
     "agentsite.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_ENABLED = AGENT_LOGIN_FAILURE_LIMIT > 0
-AXES_FAILURE_LIMIT = max(AGENT_LOGIN_FAILURE_LIMIT, 1)
+AXES_ENABLED = _LOGIN_LIMIT > 0
+AXES_FAILURE_LIMIT = max(_LOGIN_LIMIT, 1)
 # Either one locks: the username's failures from any address, or the address's failures
 # for any username (each against its own limit: see LoginThrottle).
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-AXES_COOLOFF_TIME = timedelta(seconds=max(AGENT_LOGIN_COOLOFF, 1))
+AXES_COOLOFF_TIME = timedelta(seconds=max(_COOLOFF, 1))
 AXES_RESET_ON_SUCCESS = True
 # Tries during a lockout are refused uncounted: the cool-off runs from the last failure
 # that was checked, so "try again in 15 minutes" holds for somebody who tried once more.
@@ -264,9 +268,9 @@ else:
 # django-q2 runs queued turns, cron jobs and sub-agents in `manage.py qcluster`.
 Q_CLUSTER = {
     "name": "agentsite",
-    "workers": env.int("AGENT_WORKERS", default=2),
-    "timeout": env.int("AGENT_TASK_TIMEOUT", default=3600),
-    "retry": env.int("AGENT_TASK_TIMEOUT", default=3600) + 60,
+    "workers": _AGENT["AGENT_WORKERS"],
+    "timeout": _AGENT["AGENT_TASK_TIMEOUT"],
+    "retry": _AGENT["AGENT_TASK_TIMEOUT"] + 60,
     "max_attempts": 1,
     "catch_up": False,
     "ack_failures": True,
@@ -290,11 +294,6 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "agent.doors.api.error_responses.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-# Turns each user may start through the API and the web chat together, as DRF writes rates:
-# "30/min", "500/day". AGENT_API_TASK_RATE is its earlier name.
-AGENT_TURN_RATE = env.str(
-    "AGENT_TURN_RATE", default=env.str("AGENT_API_TASK_RATE", default="30/min")
-)
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
     "DESCRIPTION": "Run the agent, follow its tasks, and read your sessions.",
@@ -310,40 +309,9 @@ SPECTACULAR_SETTINGS = {
     "PREPROCESSING_HOOKS": ["agent.doors.api.schema.drop_slashed_aliases"],
 }
 
-# The agent. Every AGENT_* value is read here and nowhere else; `agent.conf` gives code a
-# typed view of them.
-AGENT_MODEL = env.str("AGENT_MODEL", default="")
-# The model ids users may pick (`/model`, "model" on the API, the page); AGENT_MODEL is
-# always one of them. Any other id is refused before a provider is called: a picked id
-# would otherwise spend the operator's keys on any provider, or post the conversation to
-# whatever address a provider prefix such as `ollama/` points at.
-AGENT_MODELS = env.list("AGENT_MODELS", default=[])
-AGENT_API_BASE = env.str("AGENT_API_BASE", default="")
-# A custom server given without AGENT_API_KEY gets OPENAI_API_KEY, as the OpenAI SDK would.
-AGENT_API_KEY = env.str(
-    "AGENT_API_KEY", default=env.str("OPENAI_API_KEY", default="") if AGENT_API_BASE else ""
-)
-AGENT_WORKSPACE = Path(env.str("AGENT_WORKSPACE", default=str(BASE_DIR / "workspace")))
-AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=20)
-AGENT_SUBAGENT_MAX_ITERATIONS = env.int("AGENT_SUBAGENT_MAX_ITERATIONS", default=15)
-# Seconds between heartbeats (a look at each user's own HEARTBEAT.md); 0 turns them off.
-AGENT_HEARTBEAT_INTERVAL = env.int("AGENT_HEARTBEAT_INTERVAL", default=1800)
-# Cron jobs one user may have (their runs also count against the user's AGENT_TURN_RATE).
-AGENT_CRON_MAX_JOBS = env.int("AGENT_CRON_MAX_JOBS", default=20)
-AGENT_TEMPERATURE = env.float("AGENT_TEMPERATURE", default=0.1)
-AGENT_MAX_TOKENS = env.int("AGENT_MAX_TOKENS", default=4096)
-AGENT_CONTEXT_WINDOW = env.int("AGENT_CONTEXT_WINDOW", default=0)
-AGENT_MEMORY_WINDOW = env.int("AGENT_MEMORY_WINDOW", default=50)
-AGENT_RESTRICT_TO_WORKSPACE = env.bool("AGENT_RESTRICT_TO_WORKSPACE", default=True)
-AGENT_EXEC_TIMEOUT = env.int("AGENT_EXEC_TIMEOUT", default=60)
-# Tools of your own, offered beside the built-in ones: dotted paths to `agent.tools.Tool`
-# subclasses (made without arguments), instances, or functions returning a Tool.
-AGENT_TOOLS = env.list("AGENT_TOOLS", default=[])
-# `exec` in its sandbox: whether commands may use the network, how many processes (threads
-# count) they may run at once, and how much memory they may use.
-AGENT_EXEC_NETWORK = env.bool("AGENT_EXEC_NETWORK", default=False)
-AGENT_EXEC_MAX_PROCESSES = env.int("AGENT_EXEC_MAX_PROCESSES", default=128)
-AGENT_EXEC_MEMORY_MB = env.int("AGENT_EXEC_MEMORY_MB", default=1024)
+# The agent's own settings (and the provider keys it passes on) are declared once, with
+# their types, defaults and docs, in `agent.conf.SETTINGS`, and read here into Django
+# settings of the same names; `agent.conf.agent_settings()` is their typed view.
 # The server's environment without its secrets, for commands `exec` runs: the sandbox keeps
 # only the locale and time zone of it; unfenced commands (AGENT_RESTRICT_TO_WORKSPACE off)
 # get all of it.
@@ -352,38 +320,9 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
-# The largest file a user may upload into their folder (`/api/uploads`, the chat's attach
-# button), in bytes. Django's DATA_UPLOAD_MAX_MEMORY_SIZE leaves a multipart body's files
-# out of its count, so it keeps its 2.5 MB for everything else; files past
+# Django's DATA_UPLOAD_MAX_MEMORY_SIZE leaves a multipart body's files out of its count, so
+# it keeps its 2.5 MB for everything but uploads (AGENT_MAX_UPLOAD_BYTES); files past
 # FILE_UPLOAD_MAX_MEMORY_SIZE wait in a temporary file, not in memory, until stored.
-AGENT_MAX_UPLOAD_BYTES = env.int("AGENT_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
-# The web tools. `web_fetch` refuses loopback, private, link-local and other internal
-# addresses unless AGENT_WEB_ALLOW_PRIVATE is on. `web_search` asks Brave Search when
-# BRAVE_API_KEY is set, else DuckDuckGo; their addresses are settings so that a test or a
-# proxy can stand in for them.
-AGENT_WEB_ALLOW_PRIVATE = env.bool("AGENT_WEB_ALLOW_PRIVATE", default=False)
-AGENT_WEB_TIMEOUT = env.float("AGENT_WEB_TIMEOUT", default=20.0)
-BRAVE_API_KEY = env.str("BRAVE_API_KEY", default="")
-AGENT_BRAVE_SEARCH_URL = env.str(
-    "AGENT_BRAVE_SEARCH_URL", default="https://api.search.brave.com/res/v1/web/search"
-)
-AGENT_DUCKDUCKGO_URL = env.str("AGENT_DUCKDUCKGO_URL", default="https://html.duckduckgo.com/html/")
-# Seconds without a streamed chunk before a model call counts as hung and is retried.
-AGENT_LLM_TIMEOUT = env.float("AGENT_LLM_TIMEOUT", default=120.0)
-# Retries of a failed model call, and the most time all of their waits may add up to.
-AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=4)
-AGENT_LLM_RETRY_BUDGET = env.float("AGENT_LLM_RETRY_BUDGET", default=60.0)
-# How models are reached: "auto" speaks OpenAI's protocol itself to `openai/<name>` models
-# (OpenAI and every OpenAI-compatible server) and hands every other provider to litellm;
-# "litellm" sends all of them through litellm.
-AGENT_LLM_BACKEND = env.str("AGENT_LLM_BACKEND", default="auto").strip().lower()
-if AGENT_LLM_BACKEND not in ("auto", "litellm"):
-    raise ImproperlyConfigured(
-        f"AGENT_LLM_BACKEND is {AGENT_LLM_BACKEND!r}: use auto (the default) or litellm"
-    )
-# OpenAI itself, for `openai/<name>` without AGENT_API_BASE; litellm reads the same names.
-OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
-OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default=env.str("OPENAI_API_BASE", default=""))
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

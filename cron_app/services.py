@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -16,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent import jobs
+from agent.conf import agent_settings
 from cron_app.models import SCHEDULE_FIELDS, CronJob
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def make_room(*, owner_id: int, moving: int | None = None) -> None:
     else's being given to them. Call it inside the transaction that saves the job: the
     user's row is locked first (PostgreSQL; SQLite writes one transaction at a time), so
     that of two jobs made at once the second counts the first."""
-    limit = settings.AGENT_CRON_MAX_JOBS
+    limit = agent_settings().cron_max_jobs
     users = get_user_model().objects.select_for_update().filter(pk=owner_id)
     name = users.values_list(get_user_model().USERNAME_FIELD, flat=True).first()
     jobs = CronJob.objects.filter(owner_id=owner_id)

@@ -26,6 +26,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from agent.conf import agent_settings
+
 logger = logging.getLogger(__name__)
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -74,7 +76,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 def take_turn_slot(user_id: int) -> float | None:
     """Count one turn for the user: None when it may start, else seconds to wait."""
-    count, window = parse_rate(settings.AGENT_TURN_RATE)
+    count, window = parse_rate(agent_settings().turn_rate)
     # The cache's key prefix keeps sites (and test runs) that share a store apart.
     key = cache.make_key(f"agent:turns:{user_id}")
     if settings.REDIS_URL:
@@ -84,7 +86,7 @@ def take_turn_slot(user_id: int) -> float | None:
 
 def past_rate(username: str) -> str:
     """Why a turn the user's own work would start (a cron run, a sub-agent) does not."""
-    return f"{username} is past their turn rate of {settings.AGENT_TURN_RATE}"
+    return f"{username} is past their turn rate of {agent_settings().turn_rate}"
 
 
 def _take_in_redis(url: str, key: str, count: int, window: int) -> float | None:
