@@ -33,6 +33,9 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/deptry .
+	@# tests/ and bench/ may import the dev group too, and need not use every dependency.
+	$(VENV)/bin/deptry tests bench --exclude '\.venv' --ignore DEP002,DEP004
 
 typecheck: install
 	$(VENV)/bin/mypy

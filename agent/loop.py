@@ -28,7 +28,7 @@ from agent.events import (
     ToolResult,
 )
 from agent.llm.client import LLM, LLMResponse, ToolCall
-from agent.llm.errors import LLMError
+from agent.llm.error_kinds import LLMError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent.llm.client import ToolCallAssembler
-from agent.llm.errors import LLMError
+from agent.llm.error_kinds import LLMError
 from tests.conftest import make_llm
 from tests.llm_server import ScriptedLLM
 

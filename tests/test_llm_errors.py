@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.llm import litellm_adapter
-from agent.llm.errors import LLMError, classify
+from agent.llm.error_kinds import LLMError, classify
 from agent.llm.wire import ConnectionFailed, MalformedStream, ProviderError
 from tests.conftest import make_llm
 from tests.llm_server import ScriptedLLM

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.llm.errors import LLMError
+from agent.llm.error_kinds import LLMError
 from tests.conftest import ROOT, make_llm
 from tests.llm_server import ScriptedLLM
 
@@ -56,7 +56,9 @@ from agent.llm.client import LLM, LLMConfig
 config = LLMConfig(model="openai/scripted", api_base={llm.base_url!r})
 response = asyncio.run(LLM(config).stream([{{"role": "user", "content": "x"}}]))
 assert response.content == "lean and quick", response
-heavy = sorted(name for name in ("litellm", "openai", "tiktoken") if name in sys.modules)
+heavy = sorted(
+    name for name in ("litellm", "openai", "tiktoken", "tenacity") if name in sys.modules
+)
 assert not heavy, heavy
 from agent.llm import wire as llm_wire
 assert not llm_wire._pools, "the loop's pool outlived it"

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agent.llm import litellm_adapter
-from agent.llm.errors import CONNECTION_FAILED, UNKNOWN_MODEL, LLMError, classify
+from agent.llm.error_kinds import CONNECTION_FAILED, UNKNOWN_MODEL, LLMError, classify
 from agent.turn.service import run_turn
 from sessions_app.models import Run
 from tests.conftest import make_llm

@@ -5,8 +5,8 @@ every OpenAI-compatible server) are spoken to directly (`agent.llm.wire`); every
 provider goes through litellm (`agent.llm.litellm_adapter`), imported only when such a model is
 used. Either way this module streams one completion with tool definitions, assembles the
 streamed tool-call deltas, retries transient failures with exponential backoff (honouring
-Retry-After), and turns every failure into an `LLMError` whose `kind` tells the loop what
-to do.
+Retry-After; `agent.llm.retries`), and turns every failure into an `LLMError` whose `kind`
+tells the loop what to do.
 """
 
 from __future__ import annotations
@@ -14,23 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.llm import litellm_adapter, model_table, wire
-from agent.llm.errors import LLMError, classify
+from agent.llm.error_kinds import LLMError, classify
+
+if TYPE_CHECKING:
+    from agent.llm.retries import RetryCallback
 
 logger = logging.getLogger(__name__)
 
 TextCallback = Callable[[str], Awaitable[None]]
-RetryCallback = Callable[[int, float, LLMError], Awaitable[None]]
 Backend = Literal["auto", "litellm"]
 
-_BACKOFF_BASE = 1.0
-_BACKOFF_CAP = 30.0
 _CONTEXT_WINDOW_TTL = 300.0
 DEFAULT_CONTEXT_WINDOW = 32768
 
@@ -172,27 +171,30 @@ class LLM:
         `tool_choice` can force a tool: `{"type": "function", "function": {"name": …}}`.
         A provider that does not allow forcing answers with a `bad_request` LLMError; the
         caller may then try again with "auto"."""
-        attempt = 0
-        waited = 0.0
-        while True:
+
+        async def once() -> LLMResponse:
             try:
                 return await self._stream_once(messages, tools, on_text, on_reasoning, tool_choice)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, LLMError):
                 raise
             except Exception as exc:  # every failure is classified; none escapes raw
                 sort = classify if self.wire is not None else litellm_adapter.classify
-                error = exc if isinstance(exc, LLMError) else sort(exc)
-                if not error.transient or attempt >= self.config.max_retries:
-                    raise error from exc
-                delay = _backoff(attempt, error.retry_after)
-                if waited + delay > self.config.retry_budget:
-                    raise error from exc
-                attempt += 1
-                waited += delay
-                logger.warning("model call failed (%s), retry %d in %.1fs", error, attempt, delay)
-                if on_retry is not None:
-                    await on_retry(attempt, delay, error)
-                await asyncio.sleep(delay)
+                raise sort(exc) from exc
+
+        try:
+            return await once()
+        except LLMError as error:
+            if not error.transient or self.config.max_retries < 1:
+                raise
+            from agent.llm import retries  # tenacity, loaded once a call has failed
+
+            return await retries.call_again(
+                once,
+                error,
+                max_retries=self.config.max_retries,
+                budget=self.config.retry_budget,
+                on_retry=on_retry,
+            )
 
     def _chunks(
         self,
@@ -370,9 +372,3 @@ def _usage_dict(usage: Any) -> dict[str, int]:
         key: int(_get(usage, key) or 0)
         for key in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
-
-
-def _backoff(attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return max(0.0, retry_after)
-    return min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt) * random.uniform(0.5, 1.0)

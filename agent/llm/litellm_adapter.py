@@ -12,7 +12,7 @@ import threading
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from agent.llm import errors
+from agent.llm import error_kinds
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -88,16 +88,16 @@ async def stream_chunks(request: dict[str, Any]) -> AsyncGenerator[Any, None]:
         raise ConnectionError(str(exc) or type(exc).__name__) from exc
 
 
-def classify(exc: BaseException) -> errors.LLMError:
+def classify(exc: BaseException) -> error_kinds.LLMError:
     """Sort a failure on this path by the class litellm maps each provider's failure onto,
     then by status code and message as on the lean path."""
     litellm = _litellm
     if litellm is None:  # litellm failed to import: nothing here came from it
-        return errors.classify(exc)
+        return error_kinds.classify(exc)
     import openai  # litellm's own dependency, loaded with it
 
-    known: errors.ClassKind | None = None
-    default: errors.ErrorKind = "unknown"
+    known: error_kinds.ClassKind | None = None
+    default: error_kinds.ErrorKind = "unknown"
     # What users read when the class tells: a connection failure's text names hosts and
     # Python objects ("Cannot connect to host … ssl:<ssl.SSLContext object at 0x…>").
     said: str | None = None
@@ -110,9 +110,9 @@ def classify(exc: BaseException) -> errors.LLMError:
     elif isinstance(exc, litellm.RateLimitError | openai.APIConnectionError):
         known = "transient"
         if isinstance(exc, openai.APITimeoutError):  # litellm's Timeout among them
-            said = errors.TIMED_OUT
+            said = error_kinds.TIMED_OUT
         elif isinstance(exc, openai.APIConnectionError):
-            said = errors.CONNECTION_FAILED
+            said = error_kinds.CONNECTION_FAILED
     elif isinstance(
         exc, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError
     ):
@@ -121,7 +121,7 @@ def classify(exc: BaseException) -> errors.LLMError:
     # failure it wraps: a 400 in mid-stream stays a bad request.
     elif isinstance(exc, litellm.ServiceUnavailableError | litellm.InternalServerError):
         default = "transient"
-    return errors.classify(exc, known=known, default=default, said=said)
+    return error_kinds.classify(exc, known=known, default=default, said=said)
 
 
 def cost(model: str, usage: dict[str, int]) -> float | None:
