@@ -34,16 +34,6 @@ def estimate(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass")) // 2 + 1
 
 
-def encoding_name(model: str) -> str | None:
-    """tiktoken's encoding for an OpenAI model id (`openai/gpt-4o-mini`); None otherwise."""
-    name = model.rsplit("/", 1)[-1].lower()
-    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt")):
-        return "o200k_base"
-    if name.startswith(("gpt-4", "gpt-3.5")):
-        return "cl100k_base"
-    return None
-
-
 def _bundled_encodings() -> Path | None:
     spec = importlib.util.find_spec("litellm")  # the package's folder, without running it
     if spec is None or not spec.submodule_search_locations:
@@ -52,31 +42,36 @@ def _bundled_encodings() -> Path | None:
     return folder / "tokenizers"
 
 
+# tiktoken takes the folder of its cached files from the environment only. It is pointed at
+# litellm's copies once, as this module is imported at start-up and before any thread
+# counts (litellm's own import sets the same), so that it never downloads.
+BUNDLED_ENCODINGS = _bundled_encodings()
+if BUNDLED_ENCODINGS is not None:
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(BUNDLED_ENCODINGS)
+
+
 @functools.cache
-def _encoder(name: str) -> Callable[[str], int] | None:
-    folder = _bundled_encodings()
-    # tiktoken keeps its downloads under the SHA-1 of their URL: without the file it would
-    # go to the network, which this never does.
-    key = hashlib.sha1(_ENCODINGS_URL.format(name).encode()).hexdigest()
-    if folder is None or not (folder / key).is_file():
-        logger.info("no offline copy of the %s encoding; estimating token counts", name)
-        return None
+def _encoder(model: str) -> Callable[[str], int] | None:
+    """The exact count for `model` (`openai/gpt-4o-mini`): tiktoken's encoding for the
+    model's name, where tiktoken knows the name and the encoding is at hand offline."""
     import tiktoken
 
-    # Where tiktoken looks for its cached files, for this load only: pointed at the copies
-    # it finds there, it never downloads; a cache folder of the user's is left alone after.
-    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    name = model.rsplit("/", 1)[-1].lower()
     try:
-        encoding = tiktoken.get_encoding(name)
-    except Exception:  # a damaged or changed copy: estimate rather than fail the turn
-        logger.warning("could not load the %s encoding; estimating", name, exc_info=True)
+        encoding_name = tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        return None  # not one of OpenAI's models
+    # tiktoken keeps its downloads under the SHA-1 of their URL: without the file it would
+    # go to the network, which this never does.
+    key = hashlib.sha1(_ENCODINGS_URL.format(encoding_name).encode()).hexdigest()
+    if BUNDLED_ENCODINGS is None or not (BUNDLED_ENCODINGS / key).is_file():
+        logger.info("no offline copy of the %s encoding; estimating token counts", encoding_name)
         return None
-    finally:
-        if previous is None:
-            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-        else:
-            os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    try:
+        encoding = tiktoken.encoding_for_model(name)
+    except Exception:  # a damaged or changed copy: estimate rather than fail the turn
+        logger.warning("could not load the %s encoding; estimating", encoding_name, exc_info=True)
+        return None
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
@@ -85,14 +80,16 @@ class TokenCounter:
     makes one), however often the turn re-fits its context."""
 
     def __init__(self, model: str) -> None:
-        self.encoding = encoding_name(model)
+        self.model = model
         self.exact: Callable[[str], int] | None = None
+        self._looked = False
         self._counted: dict[int, tuple[dict[str, Any], int, bool]] = {}
 
     async def load_exact(self) -> bool:
         """Load the model's tokenizer (in a thread: it takes a moment); whether there is one."""
-        if self.exact is None and self.encoding is not None:
-            self.exact = await asyncio.to_thread(_encoder, self.encoding)
+        if not self._looked:
+            self.exact = await asyncio.to_thread(_encoder, self.model)
+            self._looked = True
         return self.exact is not None
 
     def text(self, text: str) -> int:

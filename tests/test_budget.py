@@ -201,3 +201,47 @@ def test_exact_counting_works_offline_without_importing_litellm() -> None:
     }
     done = python(program, env)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_model_tiktoken_knows_is_counted_exactly() -> None:
+    from tests.conftest import python
+
+    # tiktoken's own names: Azure's deployment names, dated and newer releases; other
+    # providers' models are estimated.
+    program = (
+        "import asyncio\n"
+        "from agent.tokens import TokenCounter\n"
+        "for model in ('azure/gpt-35-turbo', 'openai/gpt-4.1-mini', 'openai/o3', "
+        "'openai/gpt-4o-2024-08-06'):\n"
+        "    assert asyncio.run(TokenCounter(model).load_exact()), model\n"
+        "assert not asyncio.run(TokenCounter('hosted_vllm/llama-3.1-8b').load_exact())\n"
+    )
+    done = python(program, {"PATH": "/usr/bin:/bin", "HTTPS_PROXY": "http://127.0.0.1:9"})
+    assert done.returncode == 0, done.stderr
+
+
+def test_loading_a_tokenizer_changes_no_environment_from_its_thread(
+    monkeypatch: Any,
+) -> None:
+    import asyncio
+    import os
+    import threading
+
+    from agent import tokens
+
+    changed: list[tuple[str, str]] = []
+
+    def watched(method: str) -> Any:
+        original = getattr(os._Environ, method)
+
+        def change(self: Any, key: str, *value: str) -> None:
+            changed.append((key, threading.current_thread().name))
+            original(self, key, *value)
+
+        return change
+
+    monkeypatch.setattr(os._Environ, "__setitem__", watched("__setitem__"))
+    monkeypatch.setattr(os._Environ, "__delitem__", watched("__delitem__"))
+    tokens._encoder.cache_clear()  # loaded afresh, in its thread
+    assert asyncio.run(TokenCounter("openai/gpt-4o-mini").load_exact())
+    assert changed == []
