@@ -1,9 +1,10 @@
 """litellm's table of models (context windows, output limits, prices), read as data.
 
-The table is a JSON file inside the litellm package. Importing litellm to read it would
-cost seconds and a hundred megabytes, and parsing all of it (4,000 models, 3 MB) costs
-tens of milliseconds; a lookup finds the model's own entry in the text and parses only
-that. Nothing here imports litellm.
+The table is a JSON file inside the litellm package (the copy litellm itself reads with
+LITELLM_LOCAL_MODEL_COST_MAP), read with `json` without importing litellm, which would
+cost seconds and a hundred megabytes. Parsed whole, it costs 20 ms and holds 18 MB, so it
+is parsed once for each model looked up (a process uses one or a few) and only that
+model's entry is kept.
 """
 
 from __future__ import annotations
@@ -20,44 +21,31 @@ logger = logging.getLogger(__name__)
 TABLE_NAME = "model_prices_and_context_window_backup.json"
 
 
-@functools.cache
-def _table_text() -> str:
+def _table() -> dict[str, Any]:
     spec = importlib.util.find_spec("litellm")  # finds the package without running it
     if spec is None or not spec.submodule_search_locations:
-        return ""
+        return {}
     path = Path(next(iter(spec.submodule_search_locations))) / TABLE_NAME
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
+        table = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
         logger.info("litellm's model table is not readable: %s", exc)
-        return ""
+        return {}
+    return table if isinstance(table, dict) else {}
 
 
 @functools.lru_cache(maxsize=64)
-def _entry(name: str) -> dict[str, Any] | None:
-    text = _table_text()
-    # Top-level keys sit at the start of a line, one level in: "\n    "<name>": {".
-    marker = f"\n    {json.dumps(name)}: "
-    start = text.find(marker)
-    if start < 0:
-        return None
-    try:
-        entry, _ = json.JSONDecoder().raw_decode(text, start + len(marker))
-    except ValueError:
-        return None
-    return entry if isinstance(entry, dict) else None
-
-
 def lookup(model: str) -> dict[str, Any] | None:
     """The table's entry for a litellm model id (`openai/gpt-4o-mini` or `gpt-4o-mini`)."""
-    entry = _entry(model)
-    if entry is None and "/" in model:
+    table = _table()
+    entry = table.get(model)
+    if not isinstance(entry, dict) and "/" in model:
         provider, name = model.split("/", 1)
-        entry = _entry(name)
-        if entry is not None and entry.get("litellm_provider") not in (provider, None):
+        entry = table.get(name)
+        if isinstance(entry, dict) and entry.get("litellm_provider") not in (provider, None):
             # The bare name belongs to another provider's model of the same name.
             entry = None
-    return entry
+    return entry if isinstance(entry, dict) else None
 
 
 def context_window(model: str) -> int | None:
