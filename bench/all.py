@@ -49,6 +49,11 @@ BENCHES = [
     Bench("cold_start", "cold_start.py", ["--runs", "3"]),
     Bench("loop_overhead", "loop_overhead.py", ["--turns", "10", "--tools", "5"]),
     Bench("chunk_cpu", "chunk_cpu.py", ["--chunks", "2000", "--runs", "3"]),
+    Bench(
+        "model_client",
+        "model_client.py",
+        ["--chunks", "2000", "--round-trips", "100", "--runs", "3"],
+    ),
     Bench("stream_latency", "stream_latency.py", ["--chunks", "2000", "--sessions", "1", "50"]),
     Bench(
         "stream_paced",
