@@ -6,8 +6,8 @@ from django.db.models.signals import post_delete, post_migrate, post_save, pre_s
 
 
 def _ensure_schedules(**kwargs: Any) -> None:
-    # The job functions bring the whole turn service with them: only `migrate` needs them,
-    # not every process that starts Django (the command line above all).
+    # The job functions' module brings the worker's needs with it (the cron dispatcher, the
+    # schedules): only `migrate` needs them, not every process that starts Django.
     from agent.job_functions import ensure_schedules
 
     ensure_schedules(**kwargs)
