@@ -4,7 +4,8 @@ The table is a JSON file inside the litellm package (the copy litellm itself rea
 LITELLM_LOCAL_MODEL_COST_MAP), read with `json` without importing litellm, which would
 cost seconds and a hundred megabytes. Parsed whole, it costs 20 ms and holds 18 MB, so it
 is parsed once for each model looked up (a process uses one or a few) and only that
-model's entry is kept.
+model's entry is kept; a name the file does not hold at all (a local server's own model)
+is answered in 4 ms without parsing it.
 """
 
 from __future__ import annotations
@@ -21,23 +22,40 @@ logger = logging.getLogger(__name__)
 TABLE_NAME = "model_prices_and_context_window_backup.json"
 
 
-def _table() -> dict[str, Any]:
+def _table_bytes() -> bytes:
     spec = importlib.util.find_spec("litellm")  # finds the package without running it
     if spec is None or not spec.submodule_search_locations:
-        return {}
+        return b""
     path = Path(next(iter(spec.submodule_search_locations))) / TABLE_NAME
     try:
-        table = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        return path.read_bytes()
+    except OSError as exc:
         logger.info("litellm's model table is not readable: %s", exc)
-        return {}
-    return table if isinstance(table, dict) else {}
+        return b""
+
+
+def _named(data: bytes, name: str) -> bool:
+    """Whether `name` may be a key of the table: one that appears nowhere in it as a JSON
+    string is in no entry (a local server's own model), known without parsing it."""
+    if not name.isascii() or '"' in name or "\\" in name:
+        return True  # spelt otherwise in JSON: the parse decides
+    return f'"{name}"'.encode() in data
 
 
 @functools.lru_cache(maxsize=64)
 def lookup(model: str) -> dict[str, Any] | None:
     """The table's entry for a litellm model id (`openai/gpt-4o-mini` or `gpt-4o-mini`)."""
-    table = _table()
+    data = _table_bytes()
+    names = [model, model.split("/", 1)[1]] if "/" in model else [model]
+    if not any(_named(data, name) for name in names):
+        return None
+    try:
+        table = json.loads(data)
+    except ValueError as exc:
+        logger.info("litellm's model table is not readable: %s", exc)
+        return None
+    if not isinstance(table, dict):
+        return None
     entry = table.get(model)
     if not isinstance(entry, dict) and "/" in model:
         provider, name = model.split("/", 1)
