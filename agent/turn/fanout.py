@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import functools
 import logging
-import time
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -129,37 +128,49 @@ async def _deliver(
     while the layer fails; whether it got through. Never raises."""
     if previous is not None:
         await asyncio.wait([previous])
-    gives_up = time.monotonic() + GIVE_UP_AFTER
-    attempt = 0
-    while True:
-        try:
-            await layer.group_send(session_group(session_id), message)
-            if attempt:
-                logger.info(
-                    "sent %s to session %s after %d retries", message["type"], session_id, attempt
-                )
-            return True
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)]
-            if time.monotonic() + delay > gives_up:
-                logger.error(
-                    "gave up sending %s to session %s: the channel layer kept failing",
-                    message["type"],
-                    session_id,
-                    exc_info=True,
-                )
-                return False
-            if not attempt:
-                logger.warning(
-                    "could not send %s to session %s; trying again",
-                    message["type"],
-                    session_id,
-                    exc_info=True,
-                )
-            await asyncio.sleep(delay)
-            attempt += 1
+    group = session_group(session_id)
+    try:
+        # Once, plainly: every event of every turn comes through here, and a retrier set up
+        # for each would cost CPU per streamed chunk for failures that almost never happen.
+        await layer.group_send(group, message)
+        return True
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.warning(
+            "could not send %s to session %s; trying again",
+            message["type"],
+            session_id,
+            exc_info=True,
+        )
+    return await _deliver_again(layer, group, session_id, message)
+
+
+async def _deliver_again(layer: Any, group: str, session_id: int, message: dict[str, Any]) -> bool:
+    import tenacity
+
+    retrying = tenacity.AsyncRetrying(
+        # Never CancelledError, a BaseException: a cancelled send ends at once.
+        retry=tenacity.retry_if_exception_type(Exception),
+        wait=tenacity.wait_chain(*map(tenacity.wait_fixed, RETRY_DELAYS)),
+        # The first try, which failed, is not this retrier's: its deadline starts now.
+        stop=tenacity.stop_before_delay(GIVE_UP_AFTER),
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                await layer.group_send(group, message)
+    except Exception:
+        logger.error(
+            "gave up sending %s to session %s: the channel layer kept failing",
+            message["type"],
+            session_id,
+            exc_info=True,
+        )
+        return False
+    logger.info("sent %s to session %s after retrying", message["type"], session_id)
+    return True
 
 
 def delivering(work: Callable[P, Awaitable[R]], *, what: str) -> Callable[P, Awaitable[R]]:

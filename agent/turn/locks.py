@@ -289,14 +289,18 @@ async def _connect(*, attempts: int) -> Any:
     # for the system's two hours, and its turn with it: TCP keepalives find it in a minute.
     for name, value in KEEPALIVES.items():
         params.setdefault(name, value)
-    for attempt in range(attempts):
-        try:
+    import tenacity  # with psycopg: only a site on PostgreSQL takes these locks
+
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(psycopg.OperationalError),
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=tenacity.wait_exponential(multiplier=0.25),
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
             return await psycopg.AsyncConnection.connect(**params, autocommit=True)
-        except psycopg.OperationalError:
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(0.25 * 2**attempt)
-    raise AssertionError("unreachable")
+    raise AssertionError("unreachable: the last failure is raised")
 
 
 def _on_postgresql() -> bool:
