@@ -414,6 +414,29 @@ async def test_a_closed_port_is_an_error(fetch_tool) -> None:
     assert "Traceback" not in result
 
 
+async def test_a_server_that_hangs_up_unanswered_is_a_protocol_error(fetch_tool) -> None:
+    """httpcore's protocol error comes out as httpx's own, as httpx's transport gives it."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def hang_up() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+
+        answering = threading.Thread(target=hang_up, daemon=True)
+        answering.start()
+        result = await fetch(fetch_tool, f"http://127.0.0.1:{port}/")
+        answering.join(5)
+    assert result.startswith(
+        f"Error: could not fetch http://127.0.0.1:{port}/: RemoteProtocolError: Server disconnected"
+    ), result
+
+
 # --- web_search ---------------------------------------------------------------------------
 
 

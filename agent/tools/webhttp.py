@@ -8,14 +8,10 @@ command-line start more than the whole tool package.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
-import ssl
 import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import httpcore
 import httpx
@@ -23,139 +19,12 @@ import httpx
 from agent.tools.base import ToolError
 from agent.tools.guards import AddressGuard, GuardError
 from agent.tools.guards.network import canonical_host
+from agent.tools.guards.pinned_http import guarded_transport, ssl_context
 
 logger = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-
-
-@functools.cache
-def ssl_context() -> ssl.SSLContext:
-    """The verifying TLS context every web client shares: loading the CA bundle costs
-    ~20 ms, and an SSLContext is safe to share across threads and event loops."""
-    return httpx.create_ssl_context()
-
-
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves and checks the host itself, then connects to the checked address
-    (`AddressGuard.connect`).
-
-    The host is the one of the request's own URL: no second parse stands between what is
-    checked and what is reached. Checking and connecting on the same lookup is what defeats
-    DNS rebinding: a name that answers a public address to the check and 127.0.0.1 to the
-    connect cannot exist here. TLS still verifies the host name: httpcore passes the URL's
-    host to `start_tls`.
-    """
-
-    def __init__(self, guard: AddressGuard) -> None:
-        self._guard = guard
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        async def to(address: str) -> httpcore.AsyncNetworkStream:
-            return await self._inner.connect_tcp(
-                address,
-                port,
-                timeout=timeout,
-                local_address=local_address,
-                socket_options=socket_options,
-            )
-
-        return await self._guard.connect(
-            host, port, to, (httpcore.ConnectError, httpcore.ConnectTimeout)
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise GuardError("unix sockets cannot be reached")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-@contextlib.contextmanager
-def _as_httpx_errors() -> Iterator[None]:
-    # httpx's own transport does this translation; ours must too, so that callers see one
-    # family of errors.
-    try:
-        yield
-    except httpcore.TimeoutException as exc:
-        raise httpx.TimeoutException(str(exc) or "timed out") from exc
-    except httpcore.ConnectError as exc:
-        raise httpx.ConnectError(str(exc) or "connection failed") from exc
-    except (
-        httpcore.NetworkError,
-        httpcore.ProtocolError,
-        httpcore.UnsupportedProtocol,
-        httpcore.ProxyError,
-    ) as exc:
-        raise httpx.TransportError(str(exc) or type(exc).__name__) from exc
-
-
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _as_httpx_errors():
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        if hasattr(self._stream, "aclose"):
-            await self._stream.aclose()
-
-
-class GuardedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport over an httpcore pool whose connections `_PinnedBackend` makes.
-
-    httpx's own transport takes no network backend, so this one adapts requests to
-    httpcore (its public API) itself. It speaks HTTP/1.1 and never goes through a proxy.
-    """
-
-    def __init__(self, guard: AddressGuard) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context(),
-            max_connections=4,
-            network_backend=_PinnedBackend(guard),
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=cast(httpx.AsyncByteStream, request.stream),
-            extensions=request.extensions,
-        )
-        with _as_httpx_errors():
-            response = await self._pool.handle_async_request(core_request)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_Body(response.stream),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
 
 
 def guarded_client(guard: AddressGuard, *, timeout: float, user_agent: str) -> httpx.AsyncClient:
@@ -169,7 +38,7 @@ def guarded_client(guard: AddressGuard, *, timeout: float, user_agent: str) -> h
     would connect on our behalf and so bypass the guard.
     """
     return httpx.AsyncClient(
-        transport=GuardedTransport(guard),
+        transport=guarded_transport(httpx, httpcore, guard, max_connections=4),
         trust_env=False,
         follow_redirects=False,
         timeout=httpx.Timeout(timeout),
@@ -182,7 +51,7 @@ def plain_client(*, timeout: float, user_agent: str) -> httpx.AsyncClient:
     and so not guarded. One per call, for the same event-loop reason as above."""
     return httpx.AsyncClient(
         trust_env=False,
-        verify=ssl_context(),
+        verify=ssl_context(httpx),
         follow_redirects=True,
         max_redirects=3,
         timeout=httpx.Timeout(timeout),
