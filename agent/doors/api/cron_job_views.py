@@ -14,12 +14,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from agent.doors.api.pagination import LinkedCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
-from agent.doors.api.serializers import SESSION_KEY, StrictCharField
+from agent.doors.api.serializers import SESSION_KEY, StrictCharField, service_errors_as_invalid
 from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, validate_content
 from cron_app import selectors, services, timing
 from cron_app.models import CronJob
@@ -142,16 +141,10 @@ def _job(request: Request, job_id: int) -> CronJob:
 def _save(request: Request, job: CronJob | None, fields: dict[str, Any]) -> CronJob:
     """Create (`job` None) or change a job through the services; their ValidationError
     becomes a 400 naming each field."""
-    try:
+    with service_errors_as_invalid():
         if job is None:
             return services.create_job(owner_id=request.user.pk, **fields)
         return services.update_job(job=job, **fields)
-    except DjangoValidationError as exc:
-        if hasattr(exc, "error_dict"):
-            raise serializers.ValidationError(exc.message_dict) from None
-        raise serializers.ValidationError(
-            {api_settings.NON_FIELD_ERRORS_KEY: exc.messages}
-        ) from None
 
 
 class CronJobList(APIView):

@@ -8,18 +8,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
-from agent.doors.api.serializers import StrictCharField
+from agent.doors.api.serializers import StrictCharField, service_errors_as_invalid
 from mcp_app import selectors, services
 from mcp_app.masking import MASK, masked
 from mcp_app.models import MAX_TOOL_TIMEOUT, NAME_PATTERN, McpServer
@@ -164,16 +162,10 @@ def _server(name: str) -> McpServer:
 def _save(server: McpServer | None, fields: dict[str, Any]) -> McpServer:
     """Create (`server` None) or change a server through the services; their
     ValidationError becomes a 400 naming each field."""
-    try:
+    with service_errors_as_invalid():
         if server is None:
             return services.create_server(**fields)
         return services.update_server(server=server, **fields)
-    except DjangoValidationError as exc:
-        if hasattr(exc, "error_dict"):
-            raise serializers.ValidationError(exc.message_dict) from None
-        raise serializers.ValidationError(
-            {api_settings.NON_FIELD_ERRORS_KEY: exc.messages}
-        ) from None
 
 
 class McpServerList(APIView):

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from agent.conf import agent_settings
 from agent.context import compose_prompt
@@ -64,6 +68,20 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@contextlib.contextmanager
+def service_errors_as_invalid() -> Iterator[None]:
+    """A service's Django ValidationError as DRF's, so that it becomes a 400 naming each
+    field (or, for an error of no field, DRF's non-field key)."""
+    try:
+        yield
+    except DjangoValidationError as exc:
+        if hasattr(exc, "error_dict"):
+            raise serializers.ValidationError(exc.message_dict) from None
+        raise serializers.ValidationError(
+            {api_settings.NON_FIELD_ERRORS_KEY: exc.messages}
+        ) from None
 
 
 class TaskIn(serializers.Serializer):
