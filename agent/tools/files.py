@@ -134,54 +134,54 @@ class ReadFileTool(_WorkspaceTool):
         return text
 
 
-class WriteFileTool(_WorkspaceTool):
+class _PutFileTool(_WorkspaceTool):
+    """write_file and append_file, alike but for what becomes of the file's old content:
+    `flag` cuts it (`os.O_TRUNC`) or keeps it (`os.O_APPEND`); `done` is the answer's verb."""
+
+    flag: int
+    done: str
+
+    @staticmethod
+    def schema(content: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace."},
+                "content": {"type": "string", "description": content},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        }
+
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
+        path: str = kwargs["path"]
+        data = kwargs["content"].encode("utf-8")
+        fence = self.fence(ctx)
+        target = self._writable_file(fence, path)
+        await asyncio.to_thread(_put, fence, target, path, data, self.flag)
+        return f"{self.done} {len(data)} bytes to {path}"
+
+
+class WriteFileTool(_PutFileTool):
     name = "write_file"
     description = (
         "Create or overwrite a file in the workspace with the given content (UTF-8). "
         "Parent folders are created as needed."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
-            "content": {"type": "string", "description": "The full new content of the file."},
-        },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
-
-    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
-        path: str = kwargs["path"]
-        data = kwargs["content"].encode("utf-8")
-        fence = self.fence(ctx)
-        target = self._writable_file(fence, path)
-        await asyncio.to_thread(_put, fence, target, path, data, os.O_TRUNC)
-        return f"Wrote {len(data)} bytes to {path}"
+    parameters = _PutFileTool.schema("The full new content of the file.")
+    flag = os.O_TRUNC
+    done = "Wrote"
 
 
-class AppendFileTool(_WorkspaceTool):
+class AppendFileTool(_PutFileTool):
     name = "append_file"
     description = (
         "Append content to the end of a file in the workspace; the file (and its folders) "
         "is created if missing. Include a leading newline yourself if one is needed."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
-            "content": {"type": "string", "description": "Text to append."},
-        },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
-
-    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
-        path: str = kwargs["path"]
-        data = kwargs["content"].encode("utf-8")
-        fence = self.fence(ctx)
-        target = self._writable_file(fence, path)
-        await asyncio.to_thread(_put, fence, target, path, data, os.O_APPEND)
-        return f"Appended {len(data)} bytes to {path}"
+    parameters = _PutFileTool.schema("Text to append.")
+    flag = os.O_APPEND
+    done = "Appended"
 
 
 class EditFileTool(_WorkspaceTool):
