@@ -14,6 +14,8 @@ from django.utils import timezone
 
 from agent.events import Collector
 from agent.job_functions import fail_dead_runs
+from agent.tools import ToolContext, ToolRegistry
+from agent.tools.background import SpawnTool, SubagentTool
 from agent.turn import SessionRef, run_turn
 from sessions_app import selectors
 from sessions_app.models import Run, Session
@@ -171,3 +173,12 @@ async def test_a_subagent_whose_worker_died_is_reported_failed(
         frames = await heard.frames(until="subagent_completed")
     assert frames[-1]["status"] == "failed"
     assert "[The sub-agent 'long' failed.]" in llm.requests[-1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("tool", ["spawn", "subagent"])
+async def test_where_no_sub_agent_may_start_both_tools_say_so(tool: str) -> None:
+    registry = ToolRegistry()
+    registry.register(SpawnTool())
+    registry.register(SubagentTool())
+    result = await registry.execute(tool, {"task": "count"}, ToolContext.detached())
+    assert result == "Error: sub-agents cannot be started from here"

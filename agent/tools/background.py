@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.tools.base import JobInfo, Tool, ToolContext, ToolError
+from agent.tools.base import Agents, JobInfo, Tool, ToolContext, ToolError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,12 @@ def _label(task: str, label: str | None) -> str:
     return text[:LABEL_CHARS].rstrip() + ("…" if len(text) > LABEL_CHARS else "")
 
 
+def _agents(ctx: ToolContext) -> Agents:
+    if ctx.agents is None:
+        raise ToolError("sub-agents cannot be started from here")
+    return ctx.agents
+
+
 class SpawnTool(Tool):
     name = "spawn"
     description = (
@@ -44,11 +50,9 @@ class SpawnTool(Tool):
     parameters = TASK_PARAMETERS
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
-        if ctx.agents is None:
-            raise ToolError("sub-agents cannot be started from here")
         task: str = kwargs["task"]
         name = _label(task, kwargs.get("label"))
-        agent_id = await ctx.agents.spawn(task, name)
+        agent_id = await _agents(ctx).spawn(task, name)
         return (
             f"Sub-agent '{name}' started (id {agent_id}). Its result will be reported to this "
             "conversation when it finishes; you need not wait for it."
@@ -66,10 +70,8 @@ class SubagentTool(Tool):
     parameters = TASK_PARAMETERS
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
-        if ctx.agents is None:
-            raise ToolError("sub-agents cannot be started from here")
         task: str = kwargs["task"]
-        return await ctx.agents.run(task, _label(task, kwargs.get("label")))
+        return await _agents(ctx).run(task, _label(task, kwargs.get("label")))
 
 
 class CronTool(Tool):
