@@ -6,7 +6,9 @@ command typed by hand does not): it gets one line saying what to do, never a tra
 
 from __future__ import annotations
 
+import importlib
 import logging
+import pkgutil
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 
@@ -38,13 +40,45 @@ def pending_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:
 
 def _migration_state(alias: str) -> tuple[list[str], bool]:
     """The pending migrations, and whether any was applied before. About 20 ms, most of it
-    importing the migration modules."""
+    importing the migration modules, unless every migration file is recorded as applied."""
+    if _all_recorded(alias):
+        return [], True
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connections[alias])
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     pending = [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
     return pending, bool(executor.loader.applied_migrations)
+
+
+def _all_recorded(alias: str) -> bool:
+    """Whether every migration file of every app is in the table of applied migrations: the
+    usual case, told by the files' names alone. Anything else (no table yet, a file not
+    recorded, a squashed migration not marked) is for the migration plan to judge."""
+    from django.apps import apps
+    from django.db.migrations.loader import MigrationLoader
+    from django.db.migrations.recorder import MigrationRecorder
+
+    recorder = MigrationRecorder(connections[alias])
+    if not recorder.has_table():
+        return False
+    applied = set(recorder.applied_migrations())
+    for app_config in apps.get_app_configs():
+        module_name, _explicit = MigrationLoader.migrations_module(app_config.label)
+        if module_name is None:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # an app without migrations
+                continue
+            return False
+        for entry in pkgutil.iter_modules(getattr(module, "__path__", [])):
+            if entry.ispkg or entry.name[0] in "_~":
+                continue
+            if (app_config.label, entry.name) not in applied:
+                return False
+    return True
 
 
 def unapplied_message(alias: str = DEFAULT_DB_ALIAS) -> str:

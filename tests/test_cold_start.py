@@ -42,6 +42,10 @@ SERVER_ONLY_MODULES = (
 # with every process; nothing else of it may.
 SPECTACULAR_APP_MODULES = {"drf_spectacular", "drf_spectacular.apps", "drf_spectacular.checks"}
 
+# What a turn loads only when it needs it: the migration plan, when a migration file is not
+# recorded as applied, and the glob tool's matcher.
+LOADED_WHEN_NEEDED = ("django.db.migrations.executor", "wcmatch")
+
 REPORT_MODULES = "import json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
 
 
@@ -122,6 +126,19 @@ def test_a_whole_command_line_turn_loads_no_server_code(
     # The model call loads the model SDKs; nothing else of the server may come along.
     loaded_by_the_turn = {"litellm", "openai"}
     assert [m for m in server_only(modules) if m.split(".")[0] not in loaded_by_the_turn] == []
+    assert [m for m in modules if m in LOADED_WHEN_NEEDED] == []
+
+
+def test_manage_py_collects_garbage_once_the_command_runs(tmp_path: Path) -> None:
+    """Start-up runs without the cyclic collector; the command itself runs with it, and
+    with what start-up built kept out of its way."""
+    env = {**clean_env(), "AGENT_DATA_DIR": str(tmp_path / "data")}
+    code = "import gc; print(gc.isenabled(), gc.get_freeze_count() > 10_000)"
+
+    result = run_manage(env, "shell", "-c", code)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split() == ["True", "True"]
 
 
 def test_runserver_is_still_daphnes() -> None:

@@ -9,8 +9,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from wcmatch import glob as wcglob
-
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.filetext import iter_lines, looks_binary, whitespace_hint
 from agent.tools.guards import Workspace, is_noise_dir
@@ -21,9 +19,6 @@ MAX_READ_CHARS = 100_000
 COUNT_LINES_UP_TO_BYTES = 5 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 500
-# "*", "?" and [...] stop at "/"; a "**" segment spans any depth, none included; dot-files
-# match like other names; case always counts. Braces, extglobs and a leading "!" are literal.
-GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTMATCH | wcglob.CASE | wcglob.FORCEUNIX
 
 
 class _WorkspaceTool(Tool):
@@ -363,7 +358,14 @@ class GlobTool(_WorkspaceTool):
 
     def _matches(self, fence: Workspace, base: Path, fd: int, pattern: str) -> list[str]:
         pattern = pattern.removeprefix("./").rstrip("/") or "*"
-        matcher = wcglob.compile(pattern, flags=GLOB_FLAGS)
+        # wcmatch takes ~8 ms to import: paid by the first glob, not by every process.
+        from wcmatch import glob as wcglob
+
+        # "*", "?" and [...] stop at "/"; a "**" segment spans any depth, none included;
+        # dot-files match like other names; case always counts. Braces, extglobs and a
+        # leading "!" are literal.
+        flags = wcglob.GLOBSTAR | wcglob.DOTMATCH | wcglob.CASE | wcglob.FORCEUNIX
+        matcher = wcglob.compile(pattern, flags=flags)
         segments = pattern.split("/")
         # Without ** a pattern can't match deeper than its own segment count.
         max_depth = None if "**" in pattern else len(segments)
