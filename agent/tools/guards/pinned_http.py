@@ -85,12 +85,13 @@ def _transport_class(httpx: Any, httpcore: Any) -> Any:
                     socket_options=socket_options,
                 )
 
-            retry_on = (httpcore.ConnectError, httpcore.ConnectTimeout)
-            if self._refusal is None:
-                return await self._guard.connect(host, port, to, retry_on)
             try:
-                return await self._guard.connect(host, port, to, retry_on)
+                return await self._guard.connect(
+                    host, port, to, (httpcore.ConnectError, httpcore.ConnectTimeout)
+                )
             except GuardError as exc:
+                if self._refusal is None:
+                    raise
                 raise GuardError(self._refusal(str(exc))) from None
 
         async def connect_unix_socket(
