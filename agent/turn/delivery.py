@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from django.contrib.auth.models import User
 
@@ -94,11 +95,18 @@ class RepeatScreen:
         self.msg_id = ""
         self.text = ""
 
-    async def __call__(self, event: Event) -> None:
+    def __call__(self, event: Event) -> Awaitable[None]:
+        """Not a coroutine of its own while nothing is held, which is nearly always: a
+        streamed chunk then costs one more call, not one more coroutine."""
         if self.held is None:
             if isinstance(event, StreamStart) and self.delivery.said_here:
                 self.held, self.msg_id, self.text = [event], event.msg_id, ""
-                return
+                return _done()
+            return self.emit(event)
+        return self._while_held(event)
+
+    async def _while_held(self, event: Event) -> None:
+        if self.held is None:  # let go by an event awaited before this one
             await self.emit(event)
             return
         if isinstance(event, StreamChunk) and event.msg_id == self.msg_id:
@@ -122,6 +130,10 @@ class RepeatScreen:
         held, self.held = self.held or [], None
         for event in held:
             await self.emit(event)
+
+
+async def _done() -> None:
+    """An awaitable that does nothing, for an event held back."""
 
 
 async def post(target: Session, content: str, *after: Event) -> None:
