@@ -328,8 +328,12 @@ def delete_session(*, session: Session) -> None:
 
 
 def mark_alive(*, run_ids: Collection[UUID]) -> None:
-    """Say that these runs' process is alive (see `fail_dead_runs`)."""
-    Run.objects.filter(pk__in=run_ids).update(last_alive=timezone.now())
+    """Say that these runs' process is alive (see `fail_dead_runs`). A run the sweep already
+    takes for dead stays so: its process handed it back (`hand_back_runs`) or was away too
+    long, and a mark still on its way must not bring it back."""
+    now = timezone.now()
+    alive = now - timedelta(seconds=STALE_AFTER_SECONDS)
+    Run.objects.filter(pk__in=run_ids, last_alive__gte=alive).update(last_alive=now)
 
 
 @transaction.atomic

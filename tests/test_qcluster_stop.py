@@ -25,6 +25,7 @@ from agent.doors import cluster as graceful
 from agent.turn import submit_task
 from cron_app import services as job_services
 from cron_app.models import CronJob
+from sessions_app import services as sessions
 from sessions_app.models import Message, Run
 from sessions_app.services import DIED_ERROR
 from tests.jobs import cluster
@@ -186,3 +187,20 @@ def test_a_worker_told_to_stop_gives_the_task_it_takes_back(
 
     [(_, again)] = broker.dequeue()
     assert SignedPackage.loads(again)["name"] == "for the next start"
+
+
+def test_a_turn_handed_back_stays_so_though_a_mark_of_life_was_on_its_way() -> None:
+    ada = User.objects.create_user("ada", password="pw-ada-123")
+    run = submit_task(user=ada, prompt="think", wait=False)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, last_alive=timezone.now())
+    assert sessions.hand_back_runs(run_ids=[run.pk]) == 1
+    sessions.mark_alive(run_ids=[run.pk])  # the turn's watcher, a moment late
+    assert sessions.fail_dead_runs() == [run.pk]
+
+
+def test_an_ended_worker_that_no_parent_reaped_is_not_waited_for() -> None:
+    child = subprocess.Popen(["true"])
+    wait_for(lambda: not graceful._alive(child.pid), what="the child to end")
+    assert os.path.exists(f"/proc/{child.pid}")  # a zombie, still in the process table
+    child.wait()
+    assert graceful._alive(os.getpid())

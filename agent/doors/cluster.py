@@ -53,6 +53,8 @@ MONITOR_WAIT = 2.0
 # From the signal to the end of the cluster's processes, whatever they are doing.
 HARD_STOP = 8.5
 PILL = "STOP"
+# Room for the pids of every worker the cluster starts (recycled workers take a dead one's).
+WORKER_SLOTS = 256
 
 
 class Stopping:
@@ -65,6 +67,8 @@ class Stopping:
         context = q_cluster.get_mp_context()
         self._requested = context.RawValue("b", 0)
         self._hand_back = context.RawValue("b", 0)
+        self._workers = context.RawArray("i", WORKER_SLOTS)
+        self._workers_lock = context.Lock()
         self.told_sentinel = False  # the cluster's own process only
 
     @property
@@ -82,6 +86,23 @@ class Stopping:
 
     def tell_hand_back(self) -> None:
         self._hand_back.value = 1
+
+    def add_worker(self, pid: int) -> None:
+        """Known to the cluster's own process, which outlives the sentinel: a signal to the
+        whole group kills the sentinel at once, and its workers, orphaned, still hand their
+        turns back."""
+        if not self._workers_lock.acquire(timeout=1):
+            return
+        try:
+            for slot, known in enumerate(self._workers):
+                if not known or not _alive(known):
+                    self._workers[slot] = pid
+                    return
+        finally:
+            self._workers_lock.release()
+
+    def workers_alive(self) -> list[int]:
+        return [pid for pid in list(self._workers) if pid and _alive(pid)]
 
 
 _stopping: Stopping | None = None
@@ -216,6 +237,7 @@ def _on_spawn(**kwargs: Any) -> None:
         return
     signal.signal(signal.SIGTERM, _on_sigterm)
     if _stopping is not None:
+        _stopping.add_worker(os.getpid())
         threading.Thread(target=_hand_back_when_told, args=(_stopping,), daemon=True).start()
 
 
@@ -269,8 +291,9 @@ def stop(cluster: q_cluster.Cluster, stopping: Stopping, *, signalled: float) ->
     sentinel = cluster.sentinel
     if sentinel is None:
         return False
+    deadline = signalled + HARD_STOP
     if sentinel.is_alive():
-        sentinel.join(max(0.0, signalled + HARD_STOP - time.monotonic()))
+        sentinel.join(max(0.0, deadline - time.monotonic()))
     if sentinel.is_alive() and sentinel.pid is not None:
         logger.error("the cluster did not stop in %g s; killing its processes", HARD_STOP)
         for pid in [*_descendants(sentinel.pid), sentinel.pid]:
@@ -278,7 +301,39 @@ def stop(cluster: q_cluster.Cluster, stopping: Stopping, *, signalled: float) ->
                 os.kill(pid, signal.SIGKILL)
         sentinel.join(1)
         return True
-    return stopping.hand_back or (sentinel.exitcode or 0) < 0
+    if (sentinel.exitcode or 0) < 0:
+        # The sentinel was killed, not its workers: they are handing their turns back,
+        # which the sweep after this must see.
+        _wait_for_orphans(stopping, deadline)
+        return True
+    return stopping.hand_back
+
+
+def _wait_for_orphans(stopping: Stopping, deadline: float) -> None:
+    while (left := stopping.workers_alive()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        logger.error("worker %s did not hand its turns back; killing it", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs: one that ended but that no parent has reaped yet does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The state follows the command's name, in parentheses, which may hold anything.
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: a zombie counts as alive, and its wait as long
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def request_stop(cluster: q_cluster.Cluster, stopping: Stopping) -> None:
