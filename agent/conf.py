@@ -134,6 +134,20 @@ SETTINGS: tuple[Setting, ...] = (
         "tools",
     ),
     Setting(
+        "AGENT_HOOKS_FILE",
+        "str",
+        "",
+        "JSON file of the operator's hook commands (<workspace>/hooks.json)",
+        "hooks_file",
+    ),
+    Setting(
+        "AGENT_HOOKS",
+        "list",
+        [],
+        "Python hook functions (package.module:function) called with every hook event",
+        "hooks",
+    ),
+    Setting(
         "AGENT_RESTRICT_TO_WORKSPACE",
         "bool",
         True,
@@ -272,6 +286,8 @@ class AgentSettings:
     heartbeat_interval: int
     cron_max_jobs: int
     tools: tuple[str, ...]
+    hooks_file: str
+    hooks: tuple[str, ...]
     restrict_to_workspace: bool
     exec_timeout: int
     exec_network: bool
@@ -301,6 +317,7 @@ def agent_settings() -> AgentSettings:
     declared: dict[str, Any] = {spec.field: getattr(settings, spec.name) for spec in SETTINGS}
     declared["workspace"] = Path(declared["workspace"]).resolve()
     declared["tools"] = tuple(declared["tools"])
+    declared["hooks"] = tuple(declared["hooks"])
     return AgentSettings(
         **declared,
         models=_allowed_models(declared["model"], declared["model_choices"]),
