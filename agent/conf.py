@@ -125,6 +125,13 @@ SETTINGS: tuple[Setting, ...] = (
         "heartbeat_interval",
     ),
     Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
+    Setting(
+        "AGENT_TRACE",
+        "bool",
+        True,
+        "record each model call and tool call of a run (its trace, the admin's timeline)",
+        "trace",
+    ),
     # Tools.
     Setting(
         "AGENT_TOOLS",
@@ -285,6 +292,7 @@ class AgentSettings:
     turn_rate: str
     heartbeat_interval: int
     cron_max_jobs: int
+    trace: bool
     tools: tuple[str, ...]
     hooks_file: str
     hooks: tuple[str, ...]

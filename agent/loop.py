@@ -2,8 +2,9 @@
 
 Messages and a tool registry go in, events come out through `emit`, a `LoopResult` comes
 back. Each message the turn produces is handed to `on_message` as soon as it exists, so a
-turn that is stopped or crashes has already saved everything up to that point. Nothing
-here knows about Django, channels or HTTP.
+turn that is stopped or crashes has already saved everything up to that point. Each model
+call and tool call is reported to `steps`, if given, once it has ended (the run's trace).
+Nothing here knows about Django, channels or HTTP.
 """
 
 from __future__ import annotations
@@ -61,6 +62,28 @@ class Tools(Protocol):
     async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str: ...
 
 
+class Steps(Protocol):
+    """Where the loop reports each model call and tool call once it has ended, stopped or
+    failed: `started` is the wall clock (`time.time()`) at its start. Called on the event
+    loop, between two awaits of the turn: it only takes a note."""
+
+    def model_call(
+        self,
+        *,
+        model: str,
+        started: float,
+        ms: int,
+        response: LLMResponse | None,
+        error: str | None,
+    ) -> None: ...
+
+    # `output` is None for a call stopped before it answered.
+    def tool_call(self, *, call: ToolCall, started: float, ms: int, output: str | None) -> None: ...
+
+
+STOPPED_STEP = "stopped"
+
+
 async def _ignore(message: LLMMessage, usage: dict[str, int] | None) -> None:
     return None
 
@@ -75,6 +98,7 @@ class AgentLoop:
         max_iterations: int,
         budget: ContextBudget,
         on_message: OnMessage | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -82,6 +106,7 @@ class AgentLoop:
         self.max_iterations = max_iterations
         self.on_message = on_message or _ignore
         self.budget = budget
+        self.steps = steps
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
@@ -134,6 +159,7 @@ class AgentLoop:
 
     async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
         stream = _StreamEvents(self.emit)
+        started, clock = time.time(), time.perf_counter()
         try:
             response = await self.llm.stream(
                 messages,
@@ -143,6 +169,7 @@ class AgentLoop:
                 on_retry=stream.retry,
             )
         except asyncio.CancelledError:
+            self._model_step(started, clock, None, STOPPED_STEP)
             # Stopped mid-reply: what the person already read stays, in the history (marked
             # stopped) and in the model's next call.
             said = stream.said()
@@ -152,11 +179,23 @@ class AgentLoop:
                     turn, {"role": "assistant", "content": said, "stopped": True}, None
                 )
             raise
-        except BaseException:
+        except BaseException as exc:
+            self._model_step(started, clock, None, str(exc) or type(exc).__name__)
             await stream.end(discarded=True)
             raise
+        self._model_step(started, clock, response, None)
         await stream.end()
         return response
+
+    def _model_step(
+        self, started: float, clock: float, response: LLMResponse | None, error: str | None
+    ) -> None:
+        if self.steps is not None:
+            ms = int((time.perf_counter() - clock) * 1000)
+            model = self.llm.config.model
+            self.steps.model_call(
+                model=model, started=started, ms=ms, response=response, error=error
+            )
 
     async def _run_tools(
         self,
@@ -212,12 +251,22 @@ class AgentLoop:
         answers: dict[str, str],
         running: dict[str, ToolCall],
     ) -> None:
-        started = time.monotonic()
-        output = await self.tools.execute(call.name, arguments)
+        started, wall = time.monotonic(), time.time()
+        try:
+            output = await self.tools.execute(call.name, arguments)
+        except BaseException:
+            self._tool_step(call, wall, started, None)
+            raise
         elapsed = int((time.monotonic() - started) * 1000)
+        self._tool_step(call, wall, started, output)
         answers[call.id] = output
         await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
         del running[call.id]
+
+    def _tool_step(self, call: ToolCall, wall: float, started: float, output: str | None) -> None:
+        if self.steps is not None:
+            ms = int((time.monotonic() - started) * 1000)
+            self.steps.tool_call(call=call, started=wall, ms=ms, output=output)
 
     async def _record(
         self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None

@@ -36,6 +36,7 @@ from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_hooks, turn_registry
+from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
@@ -79,7 +80,9 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
-        self.log = MessageLog(session, run)
+        # Each model call and tool call, unless AGENT_TRACE is off; saved with the messages.
+        self.trace = TraceRecorder(run.trace) if conf.trace else None
+        self.log = MessageLog(session, run, self.trace)
         self.profile = profile_for(run.channel)
         self.owner = owner
         owner_id = owner.pk if owner else None
@@ -109,7 +112,9 @@ class TurnRunner:
             deliver=self.delivery,
             agents=None
             if self.profile.subagent
-            else SessionAgents(session, owner, emit, model=model, run_recorded=run_recorded),
+            else SessionAgents(
+                session, owner, emit, model=model, run_recorded=run_recorded, parent_run=run.pk
+            ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
             else None,
@@ -227,6 +232,7 @@ class TurnRunner:
             else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
+            steps=self.trace,
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
@@ -358,4 +364,5 @@ class TurnRunner:
             usage=outcome.usage,
             cost=outcome.cost,
             messages=messages,
+            trace=self.trace.everything() if self.trace is not None else None,
         )

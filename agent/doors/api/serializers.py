@@ -11,7 +11,13 @@ from rest_framework.settings import api_settings
 
 from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
+from agent.turn import (
+    MAX_MESSAGE_CHARS,
+    InvalidInput,
+    allowed_model,
+    run_trace,
+    validate_content,
+)
 from sessions_app import keys
 from sessions_app.models import Message, Run, Session
 
@@ -133,12 +139,29 @@ class UsageOut(serializers.Serializer):
     total_tokens = serializers.IntegerField()
 
 
+class TraceStepOut(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["model", "tool"])
+    name = serializers.CharField(help_text="The model id, or the tool's name.")
+    started = serializers.DateTimeField()
+    ms = serializers.IntegerField()
+    error = serializers.CharField(
+        allow_null=True, help_text="Why it failed; `stopped` for a call the turn was stopped in."
+    )
+    tokens = UsageOut(
+        required=False, allow_null=True, help_text="Model calls: null when none were counted."
+    )
+    cost = serializers.FloatField(
+        required=False, allow_null=True, help_text="Model calls: USD, null when unknown."
+    )
+
+
 class TaskOut(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=Run.Status.choices)
     success = serializers.BooleanField()
     session = serializers.CharField(source="session.key")
     tools_used = serializers.ListField(child=serializers.CharField())
     usage = serializers.SerializerMethodField()
+    trace = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -152,6 +175,7 @@ class TaskOut(serializers.ModelSerializer):
             "session",
             "tools_used",
             "usage",
+            "trace",
             "model",
             "created",
             "finished",
@@ -161,6 +185,10 @@ class TaskOut(serializers.ModelSerializer):
     def get_usage(self, run: Run) -> dict[str, int]:
         usage = run.usage or {}
         return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+
+    @extend_schema_field(TraceStepOut(many=True))
+    def get_trace(self, run: Run) -> list[dict[str, Any]]:
+        return run_trace(run)
 
 
 class ToolOut(serializers.Serializer):
