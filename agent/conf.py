@@ -132,6 +132,35 @@ SETTINGS: tuple[Setting, ...] = (
         "record each model call and tool call of a run (its trace, the admin's timeline)",
         "trace",
     ),
+    # OpenTelemetry, under the names its SDKs read everywhere (agent/turn/telemetry.py).
+    Setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "str",
+        "",
+        "an OTLP/HTTP collector's base URL: runs, model calls and tool calls go there as spans",
+        "otel_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "str",
+        "",
+        "the collector's URL for traces itself, instead of <OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces",
+        "otel_traces_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "str",
+        "",
+        "headers sent with each export, as name=value pairs separated by commas",
+        "otel_headers",
+    ),
+    Setting(
+        "OTEL_SERVICE_NAME",
+        "str",
+        "agentsite",
+        "the service the spans say they come from",
+        "otel_service",
+    ),
     # Tools.
     Setting(
         "AGENT_TOOLS",
@@ -293,6 +322,10 @@ class AgentSettings:
     heartbeat_interval: int
     cron_max_jobs: int
     trace: bool
+    otel_endpoint: str
+    otel_traces_endpoint: str
+    otel_headers: str
+    otel_service: str
     tools: tuple[str, ...]
     hooks_file: str
     hooks: tuple[str, ...]

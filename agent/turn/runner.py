@@ -80,9 +80,11 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
-        # Each model call and tool call, unless AGENT_TRACE is off; saved with the messages.
-        self.trace = TraceRecorder(run.trace) if conf.trace else None
-        self.log = MessageLog(session, run, self.trace)
+        # Each model call and tool call: saved with the messages unless AGENT_TRACE is off,
+        # and exported when a collector is named.
+        self.exporting = bool(conf.otel_endpoint or conf.otel_traces_endpoint)
+        self.trace = TraceRecorder(run.trace) if conf.trace or self.exporting else None
+        self.log = MessageLog(session, run, self.trace if conf.trace else None)
         self.profile = profile_for(run.channel)
         self.owner = owner
         owner_id = owner.pk if owner else None
@@ -320,6 +322,8 @@ class TurnRunner:
             # Overtaken between its last write and its end: the run closes, without them.
             outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
             await self._finish(outcome, status, [], cancelled=False)
+        if self.exporting:
+            await asyncio.to_thread(self._export, outcome, str(status))
         await self.emit(ThinkingFinished(run_id=self.run_id))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
@@ -364,5 +368,24 @@ class TurnRunner:
             usage=outcome.usage,
             cost=outcome.cost,
             messages=messages,
-            trace=self.trace.everything() if self.trace is not None else None,
+            trace=self.trace.everything() if self.trace is not None and self.conf.trace else None,
+        )
+
+    def _export(self, outcome: LoopResult, status: str) -> None:
+        """The run as OpenTelemetry spans (in a thread: the SDK loads with the first)."""
+        try:
+            from agent.turn import telemetry
+        except ImportError as exc:
+            logger.warning("runs are not exported: OpenTelemetry is not installed (%s)", exc)
+            return
+        telemetry.export_run(
+            self.run,
+            session_key=self.session.key,
+            status=status,
+            error=outcome.error,
+            error_kind=outcome.error_kind,
+            usage=outcome.usage,
+            cost=outcome.cost,
+            steps=self.trace.everything() if self.trace is not None else [],
+            conf=self.conf,
         )
