@@ -255,18 +255,17 @@ class AgentLoop:
         try:
             output = await self.tools.execute(call.name, arguments)
         except BaseException:
-            self._tool_step(call, wall, started, None)
+            self._tool_step(call, wall, int((time.monotonic() - started) * 1000), None)
             raise
         elapsed = int((time.monotonic() - started) * 1000)
-        self._tool_step(call, wall, started, output)
+        self._tool_step(call, wall, elapsed, output)
         answers[call.id] = output
         await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
         del running[call.id]
 
-    def _tool_step(self, call: ToolCall, wall: float, started: float, output: str | None) -> None:
+    def _tool_step(self, call: ToolCall, started: float, ms: int, output: str | None) -> None:
         if self.steps is not None:
-            ms = int((time.monotonic() - started) * 1000)
-            self.steps.tool_call(call=call, started=wall, ms=ms, output=output)
+            self.steps.tool_call(call=call, started=started, ms=ms, output=output)
 
     async def _record(
         self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None

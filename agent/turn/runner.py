@@ -322,8 +322,6 @@ class TurnRunner:
             # Overtaken between its last write and its end: the run closes, without them.
             outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
             await self._finish(outcome, status, [], cancelled=False)
-        if self.exporting:
-            await asyncio.to_thread(self._export, outcome, str(status))
         await self.emit(ThinkingFinished(run_id=self.run_id))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
@@ -333,6 +331,8 @@ class TurnRunner:
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
             )
+        if self.exporting:  # after the answer, which the spans must not hold up
+            await asyncio.to_thread(self._export, outcome, str(status))
         if self.hooks is not None:
             # After the run is recorded and its answer sent: a slow hook delays neither.
             await self.hooks.turn_end(
