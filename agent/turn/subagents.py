@@ -46,17 +46,20 @@ class SessionAgents:
         *,
         model: str,
         run_recorded: RunRecorded,
+        tools: list[str] | None = None,
     ) -> None:
         self.session = session
         self.owner = owner
         self.emit = emit
         self.model = model
         self.run_recorded = run_recorded
+        # A turn limited to some tools starts sub-agents that are limited to them too.
+        self.tools = tools
 
     async def spawn(self, task: str, label: str) -> str:
         await self._count()
         run = await store.queue_subagent(
-            parent=self.session, task=task, label=label, model=self.model
+            parent=self.session, task=task, label=label, model=self.model, tools=self.tools
         )
         await store.enqueue(jobs.RUN_SUBAGENT, str(run.pk), task_name=f"subagent-{run.pk}")
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
@@ -66,7 +69,7 @@ class SessionAgents:
     async def run(self, task: str, label: str) -> str:
         await self._count()
         run = await store.queue_subagent(
-            parent=self.session, task=task, label=label, model=self.model
+            parent=self.session, task=task, label=label, model=self.model, tools=self.tools
         )
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
         status, text = await run_to_end(run, self.owner, self.run_recorded)
