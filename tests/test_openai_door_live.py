@@ -78,7 +78,8 @@ def test_a_tool_turn_answers_with_its_final_text_and_its_steps_as_reasoning(
 def test_a_stream_sends_chunks_reasoning_and_usage_then_done(
     client: openai.OpenAI, llm: ScriptedLLM
 ) -> None:
-    llm.tool_call("list_dir", {"path": "."}).reply("All listed, nothing here.", chunks=5)
+    llm.tool_call("list_dir", {"path": "."})
+    llm.reply("All listed, nothing here.", chunks=5, chunk_delay=0.05)
     stream = client.chat.completions.create(
         model="agentsite",
         messages=[{"role": "user", "content": "list it"}],

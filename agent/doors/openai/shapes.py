@@ -3,6 +3,7 @@ of a stream, and `usage`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -16,7 +17,7 @@ KEEPALIVE = b": keep-alive\n\n"
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Reply:
     """What every object of one answer repeats."""
 
@@ -44,8 +45,19 @@ class Reply:
         }
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        if finish is None:
+            # The one part of most chunks that changes: the rest is made once per answer.
+            head, tail = self._delta_frame
+            return head + json.dumps(delta, ensure_ascii=False).encode() + tail
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return self._event({"choices": [choice]})
+
+    @functools.cached_property
+    def _delta_frame(self) -> tuple[bytes, bytes]:
+        marker = "\x00delta\x00"
+        choice = {"index": 0, "delta": marker, "logprobs": None, "finish_reason": None}
+        head, tail = self._event({"choices": [choice]}).split(json.dumps(marker).encode())
+        return head, tail
 
     def usage_chunk(self, usage: dict[str, int]) -> bytes:
         return self._event({"choices": [], "usage": usage_of(usage)})
