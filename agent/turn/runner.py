@@ -31,6 +31,7 @@ from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
+from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
@@ -69,8 +70,12 @@ class TurnRunner:
         conf: AgentSettings,
         run_recorded: RunRecorded,
         reply_to: Session | None = None,
+        options: TurnOptions | None = None,
     ) -> None:
         self.session = session
+        self.options = options or TurnOptions()
+        # Read from the record, so that a queued turn keeps to what its door asked for.
+        self.allowed = tools_of(run)
         self.run = run
         self.run_id = str(run.pk)
         self.content = content
@@ -115,7 +120,13 @@ class TurnRunner:
             agents=None
             if self.profile.subagent
             else SessionAgents(
-                session, owner, emit, model=model, run_recorded=run_recorded, parent_run=run.pk
+                session,
+                owner,
+                emit,
+                model=model,
+                run_recorded=run_recorded,
+                parent_run=run.pk,
+                tools=list(self.allowed) if isinstance(self.allowed, tuple) else None,
             ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
@@ -135,14 +146,16 @@ class TurnRunner:
             await asyncio.shield(self.live.close())
 
     async def _turn(self) -> TurnResult:
-        # History is everything saved before this turn's own user message.
-        history = (
-            await store.recent_messages(
+        # History is everything saved before this turn's own user message, unless the door's
+        # client sent the conversation itself.
+        if self.options.history is not None:
+            history = list(self.options.history)
+        elif self.profile.history:
+            history = await store.recent_messages(
                 session=self.session, limit=self.conf.memory_window, before_run=self.run.pk
             )
-            if self.profile.history
-            else []
-        )
+        else:
+            history = []
         await self.emit(ThinkingStarted(run_id=self.run_id))
         # The user's words as stored: other tabs show them, and a page that was still
         # loading its history when the message left gets it back. A system announcement is
@@ -218,10 +231,19 @@ class TurnRunner:
             logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
             return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))
         registry = await turn_registry(self.conf)
-        tools = registry.without(self.profile.hidden_tools).for_turn(self.ctx)
-        llm = LLM(llm_config(self.conf, self.model))
-        system = {"role": "system", "content": await self._system_prompt(tools.names())}
-        user = context.user_message(self.content, now=timezone.localtime())
+        tools = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(
+            self.ctx
+        )
+        llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
+        direct = self.allowed is False
+        system: dict[str, Any] | None
+        if direct:
+            # The model alone: the client's instructions are its whole system message.
+            system = self._instructions_message()
+            user = {"role": "user", "content": self.content}
+        else:
+            system = {"role": "system", "content": await self._system_prompt(tools.names())}
+            user = context.user_message(self.content, now=timezone.localtime())
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
@@ -229,7 +251,9 @@ class TurnRunner:
             llm=llm,
             tools=tools,
             emit=self.screen,
-            max_iterations=self.conf.subagent_max_iterations
+            max_iterations=1
+            if direct
+            else self.conf.subagent_max_iterations
             if self.profile.subagent
             else self.conf.max_iterations,
             budget=fitter,
@@ -244,6 +268,10 @@ class TurnRunner:
         await self.log.flush()
         return outcome
 
+    def _instructions_message(self) -> dict[str, Any] | None:
+        text = self.options.instructions
+        return {"role": "system", "content": text} if text.strip() else None
+
     async def _system_prompt(self, tool_names: list[str]) -> str:
         if self.profile.subagent:
             return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
@@ -251,7 +279,13 @@ class TurnRunner:
             workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
         )
         remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
-        summary = await store.latest_summary(session_id=self.session.pk)
+        # The summary is of the stored history, which a client that sends its own does not
+        # continue.
+        summary = (
+            await store.latest_summary(session_id=self.session.pk)
+            if self.options.history is None
+            else ""
+        )
         return context.system_prompt(
             workspace=self.conf.workspace,
             folder=self.folder,
@@ -259,6 +293,7 @@ class TurnRunner:
             sections=[
                 *context.memory_sections(long_term=remembered, summary=summary),
                 *context.skills_sections(skills),
+                context.client_instructions(self.options.instructions),
             ],
         )
 
