@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from django.conf import settings
 
+from agent.prices import parse_prices
+
 Kind = Literal["str", "int", "float", "bool", "list"]
 
 
@@ -125,6 +127,14 @@ SETTINGS: tuple[Setting, ...] = (
         "heartbeat_interval",
     ),
     Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
+    # Cost.
+    Setting(
+        "AGENT_MODEL_PRICES",
+        "str",
+        "",
+        'JSON prices in USD per million tokens: {"openai/llama3": {"input": 0.5, "output": 1.5}}',
+        "model_prices",
+    ),
     # Tools.
     Setting(
         "AGENT_TOOLS",
@@ -258,6 +268,8 @@ def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[s
     if values["AGENT_API_BASE"] and not values["AGENT_API_KEY"]:
         # A custom server given without its own key gets OpenAI's, as the OpenAI SDK would.
         values["AGENT_API_KEY"] = values["OPENAI_API_KEY"]
+    # Wrong prices would make every run's cost wrong or unknown: refused at start-up.
+    parse_prices(values["AGENT_MODEL_PRICES"])
     return values
 
 
@@ -285,6 +297,7 @@ class AgentSettings:
     turn_rate: str
     heartbeat_interval: int
     cron_max_jobs: int
+    model_prices: str
     tools: tuple[str, ...]
     hooks_file: str
     hooks: tuple[str, ...]
