@@ -39,6 +39,7 @@ from agent.turn.toolbox import turn_hooks, turn_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
+from sessions_app.usage import run_usage
 
 logger = logging.getLogger(__name__)
 
@@ -314,14 +315,15 @@ class TurnRunner:
             # Overtaken between its last write and its end: the run closes, without them.
             outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
             await self._finish(outcome, status, [], cancelled=False)
-        await self.emit(ThinkingFinished(run_id=self.run_id))
+        used = run_usage(self.run)
+        await self.emit(ThinkingFinished(run_id=self.run_id, usage=used))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
         # sent twice: not when the model already sent these very words here as a message.
         here = self.delivery.home is self.session
         if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
             await self.emit(
-                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
+                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
             )
         if self.hooks is not None:
             # After the run is recorded and its answer sent: a slow hook delays neither.

@@ -14,12 +14,39 @@ from agent.context import compose_prompt
 from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
 from sessions_app import keys
 from sessions_app.models import Message, Run, Session
+from sessions_app.usage import run_usage, session_usage
+
+
+class UsageOut(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(
+        allow_null=True,
+        help_text="USD; null when a run counted here used a model with no known price "
+        "(litellm's table or AGENT_MODEL_PRICES).",
+    )
+    priced_cost = serializers.FloatField(help_text="USD, of the runs whose price is known.")
+    unpriced_runs = serializers.IntegerField(
+        help_text="Runs that used tokens of a model with no known price."
+    )
 
 
 class SessionOut(serializers.ModelSerializer):
+    usage = serializers.SerializerMethodField()
+
     class Meta:
         model = Session
-        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated"]
+        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated", "usage"]
+
+    @extend_schema_field(UsageOut)
+    def get_usage(self, session: Session) -> dict[str, Any]:
+        """Summed over the session's runs; a list reads them all in one query, handed over
+        as the context's `usage` (`sessions_app.usage.session_usage`)."""
+        known = self.context.get("usage")
+        if known is None:
+            known = session_usage(session_ids=[session.pk])
+        return known[session.pk]
 
 
 class SessionUpdateIn(serializers.Serializer):
@@ -127,12 +154,6 @@ class TaskIn(serializers.Serializer):
         return attrs
 
 
-class UsageOut(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-
-
 class TaskOut(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=Run.Status.choices)
     success = serializers.BooleanField()
@@ -158,9 +179,8 @@ class TaskOut(serializers.ModelSerializer):
         ]
 
     @extend_schema_field(UsageOut)
-    def get_usage(self, run: Run) -> dict[str, int]:
-        usage = run.usage or {}
-        return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        return run_usage(run)
 
 
 class ToolOut(serializers.Serializer):
