@@ -9,6 +9,7 @@ README's settings table and a test keep the declaration and the documentation on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -127,13 +128,20 @@ SETTINGS: tuple[Setting, ...] = (
         "heartbeat_interval",
     ),
     Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
-    # Cost.
+    # Usage and cost.
     Setting(
         "AGENT_MODEL_PRICES",
         "str",
         "",
         'JSON prices in USD per million tokens: {"openai/llama3": {"input": 0.5, "output": 1.5}}',
         "model_prices",
+    ),
+    Setting(
+        "AGENT_USER_DAILY_BUDGET",
+        "float",
+        0.0,
+        "USD each user's runs may cost per UTC day; 0: no budget",
+        "user_daily_budget",
     ),
     # Tools.
     Setting(
@@ -270,6 +278,8 @@ def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[s
         values["AGENT_API_KEY"] = values["OPENAI_API_KEY"]
     # Wrong prices would make every run's cost wrong or unknown: refused at start-up.
     parse_prices(values["AGENT_MODEL_PRICES"])
+    if not 0 <= values["AGENT_USER_DAILY_BUDGET"] < math.inf:
+        raise ValueError("AGENT_USER_DAILY_BUDGET must be 0 (no budget) or more")
     return values
 
 
@@ -298,6 +308,7 @@ class AgentSettings:
     heartbeat_interval: int
     cron_max_jobs: int
     model_prices: str
+    user_daily_budget: float
     tools: tuple[str, ...]
     hooks_file: str
     hooks: tuple[str, ...]

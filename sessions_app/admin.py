@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app.models import DailyUsage, Memory, Message, Run, Session
+from sessions_app.models import DailyUsage, Memory, Message, Run, Session, UserBudget
 from sessions_app.usage import ZERO, usage_dict
 
 LATEST = 20
@@ -255,3 +255,22 @@ class DailyUsageAdmin(admin.ModelAdmin):
                 ),
             }
         return response
+
+
+class UserBudgetInline(admin.StackedInline):
+    """On a user's page: lift their daily budget, or give them another amount."""
+
+    model = UserBudget
+    can_delete = True
+    max_num = 1
+    extra = 1
+    verbose_name = "daily budget"
+    verbose_name_plural = "daily budget"
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(admin.ModelAdmin):
+    list_display = ("user", "unlimited", "daily_budget")
+    list_select_related = ("user",)
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)

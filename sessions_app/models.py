@@ -4,6 +4,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -270,3 +271,30 @@ class DailyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner or 'no account'} {self.day} {self.model}"
+
+
+class UserBudget(models.Model):
+    """A user's own daily budget, set by staff: lifted altogether, or an amount other than
+    the site's AGENT_USER_DAILY_BUDGET."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_budget"
+    )
+    unlimited = models.BooleanField(
+        default=False, help_text="No daily budget for this user, whatever the site's is."
+    )
+    daily_budget = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="USD this user's runs may cost per UTC day; empty: AGENT_USER_DAILY_BUDGET.",
+    )
+
+    def __str__(self) -> str:
+        if self.unlimited:
+            return f"{self.user}: no daily budget"
+        if self.daily_budget is None:
+            return f"{self.user}: the site's daily budget"
+        return f"{self.user}: ${self.daily_budget} a day"

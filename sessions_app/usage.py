@@ -1,21 +1,24 @@
-"""What runs used and cost: the daily ledger (`DailyUsage`), and sums per session, per UTC
-day and per model.
+"""What runs used and cost: the daily ledger (`DailyUsage`), sums per session, per UTC day
+and per model, and each user's daily budget.
 
 The rule for a cost that is not known: a run whose model has no price (neither litellm's
 table nor AGENT_MODEL_PRICES names it) used tokens at an unknown cost. Any sum that holds
 such a run has `cost` null, since its total cannot be known; `priced_cost` is what the runs
-with a price cost, and `unpriced_runs` says how many had none.
+with a price cost, and `unpriced_runs` says how many had none. The daily budget counts
+`priced_cost`: what is not priced cannot be counted, and an operator who wants a
+self-hosted model counted gives it a price.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -27,8 +30,12 @@ ZERO = Decimal(0)
 
 
 def today() -> date:
-    """The UTC day now, which the ledger counts by."""
+    """The UTC day now, which budgets and the ledger count by."""
     return timezone.now().astimezone(UTC).date()
+
+
+def next_day_starts() -> datetime:
+    return datetime.combine(today() + timedelta(days=1), time(0), tzinfo=UTC)
 
 
 def usage_dict(
@@ -194,3 +201,48 @@ def usage_report(*, owner: User, days: int) -> dict[str, Any]:
         "by_day": by_day,
         "by_model": _sums(lines, "model"),
     }
+
+
+# ---- the daily budget -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """A user's daily budget (None: none applies) and what their runs cost today."""
+
+    limit: Decimal | None
+    spent: Decimal
+
+    @property
+    def exceeded(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+
+def budget_state(*, user_id: int, site_budget: float) -> BudgetState:
+    """The user's budget (their own, else the site's `site_budget`, 0 for none) and what
+    their runs cost today, read in one query."""
+    spent_today = (
+        DailyUsage.objects.filter(owner_id=OuterRef("pk"), day=today())
+        .values("owner_id")
+        .annotate(spent=Sum("priced_cost"))
+        .values("spent")
+    )
+    row = (
+        User.objects.filter(pk=user_id)
+        .annotate(
+            spent=Subquery(spent_today),
+            own=F("agent_budget__daily_budget"),
+            unlimited=F("agent_budget__unlimited"),
+        )
+        .values("spent", "own", "unlimited")
+        .first()
+    )
+    if row is None:
+        return BudgetState(limit=None, spent=ZERO)
+    spent = Decimal(row["spent"] or 0)
+    if row["unlimited"]:
+        return BudgetState(limit=None, spent=spent)
+    if row["own"] is not None:
+        return BudgetState(limit=Decimal(row["own"]), spent=spent)
+    site = Decimal(str(site_budget)) if site_budget > 0 else None
+    return BudgetState(limit=site, spent=spent)

@@ -1,5 +1,6 @@
 """Usage and cost on the API, over real HTTP to a daphne process: each session's usage summed
-over its runs, `GET /api/usage` per UTC day and per model, and its bad input."""
+over its runs, `GET /api/usage` per UTC day and per model, its bad input, and the 429 of a
+user past their daily budget."""
 
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ def test_usage_per_day_and_model(api: httpx.Client, llm: ScriptedLLM) -> None:
     assert report["until"] == today.isoformat()
     assert report["total"] == {"runs": 0, **usage(0)}
     assert report["by_day"] == [] and report["by_model"] == []
+    assert report["budget"]["daily"] is None and report["budget"]["left_today"] is None
 
     llm.reply("a", usage=USAGE).reply("b", usage=USAGE).reply("c", usage=USAGE)
     task(api, "one")
@@ -103,6 +105,11 @@ def test_usage_per_day_and_model(api: httpx.Client, llm: ScriptedLLM) -> None:
         {"model": "openai/scripted", "runs": 2, **usage(2)},
         {"model": "openai/unpriced", "runs": 1, **usage(1, priced=0, unpriced_runs=1)},
     ]
+    assert report["budget"]["spent_today"] == pytest.approx(2 * COST)
+    renews = datetime.datetime.fromisoformat(report["budget"]["renews"].replace("Z", "+00:00"))
+    assert renews == datetime.datetime.combine(
+        today + datetime.timedelta(days=1), datetime.time(0), tzinfo=datetime.UTC
+    )
 
 
 @pytest.mark.parametrize("days", ["0", "367", "-1", "abc", "1.5", ""])
@@ -115,3 +122,33 @@ def test_usage_refuses_a_bad_number_of_days(api: httpx.Client, days: str) -> Non
 def test_usage_needs_a_login(api: httpx.Client, live_site: str) -> None:
     assert httpx.get(f"{live_site}/api/usage").status_code in (401, 403)
     assert api.get("/api/usage", params={"days": "366"}).status_code == 200
+
+
+@pytest.fixture
+def budget(site_env: dict[str, str]) -> None:
+    site_env["AGENT_USER_DAILY_BUDGET"] = "0.001"  # less than one call of $0.00125
+
+
+def test_a_user_past_the_budget_gets_429_with_why(
+    budget: None, api: httpx.Client, llm: ScriptedLLM
+) -> None:
+    llm.reply("that was the last one", usage=USAGE)
+    assert task(api, "spend it")["status"] == "succeeded"
+
+    for body in ({"prompt": "more"}, {"prompt": "later", "wait": False}):
+        refused = api.post("/api/tasks", json=body)
+        assert refused.status_code == 429, refused.text
+        reason = refused.json()["detail"]
+        assert reason.startswith(
+            "Your daily budget of $0.001 is spent ($0.00125 since 00:00 UTC); "
+            "it renews at 00:00 UTC, in "
+        )
+        seconds = int(refused.headers["Retry-After"])
+        assert 0 < seconds <= 86400
+    assert len(llm.requests) == 1  # nothing more reached the model
+    # Nothing was recorded for the refused tasks; a command still answers.
+    assert len(api.get("/api/sessions").json()) == 1
+    assert task(api, "/help")["status"] == "succeeded"
+    report = api.get("/api/usage").json()
+    assert report["budget"]["daily"] == 0.001
+    assert report["budget"]["left_today"] == 0.0

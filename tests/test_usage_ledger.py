@@ -1,12 +1,13 @@
-"""The daily ledger behind usage: a run counted once however often its end is written, kept
-when its conversation is deleted, filled from earlier runs on upgrade; and what the admin
-shows of it."""
+"""The daily ledger behind usage and budgets: a run counted once however often its end is
+written, kept when its conversation is deleted, filled from earlier runs on upgrade, read in
+one query for a budget; and what the admin shows of it."""
 
 from __future__ import annotations
 
 import datetime
 import importlib
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.apps import apps
@@ -16,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sessions_app import services
-from sessions_app.models import DailyUsage, Run
-from sessions_app.usage import today
+from sessions_app.models import DailyUsage, Run, UserBudget
+from sessions_app.usage import budget_state, today
 
 pytestmark = pytest.mark.django_db
 
@@ -63,10 +64,30 @@ def test_runs_add_up_per_model_and_unpriced_ones_are_counted_apart(ada: User) ->
     assert DailyUsage.objects.filter(owner=ada).count() == 2
 
 
-def test_deleting_a_conversation_does_not_give_back_what_it_cost(ada: User) -> None:
+def test_deleting_a_conversation_does_not_give_back_what_it_cost(ada: User, settings: Any) -> None:
+    settings.AGENT_USER_DAILY_BUDGET = 1.0
     run = finished_run(ada, "web:a", cost="1.5")
     services.delete_session(session=run.session)
-    assert DailyUsage.objects.get(owner=ada).priced_cost == Decimal("1.5")
+    state = budget_state(user_id=ada.pk, site_budget=1.0)
+    assert state.spent == Decimal("1.5") and state.exceeded
+
+
+def test_a_budget_is_read_in_one_query(ada: User, django_assert_num_queries: Any) -> None:
+    finished_run(ada, "web:a", cost="0.5")
+    finished_run(ada, "web:b", cost="0.25", model="openai/b")
+    with django_assert_num_queries(1):
+        state = budget_state(user_id=ada.pk, site_budget=2.0)
+    assert (state.limit, state.spent, state.exceeded) == (Decimal(2), Decimal("0.75"), False)
+    UserBudget.objects.create(user=ada, daily_budget=Decimal("0.5"))
+    with django_assert_num_queries(1):
+        assert budget_state(user_id=ada.pk, site_budget=0).exceeded
+    UserBudget.objects.filter(user=ada).update(unlimited=True)
+    assert budget_state(user_id=ada.pk, site_budget=0.1).limit is None
+    # Yesterday's spending is yesterday's.
+    DailyUsage.objects.update(day=today() - datetime.timedelta(days=1))
+    assert budget_state(user_id=User.objects.create_user("bob").pk, site_budget=1).spent == 0
+    UserBudget.objects.all().delete()
+    assert budget_state(user_id=ada.pk, site_budget=0.1).spent == 0
 
 
 def test_the_upgrade_counts_the_runs_recorded_before_it(ada: User) -> None:

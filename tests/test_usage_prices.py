@@ -54,9 +54,10 @@ def test_a_wrong_price_list_says_what_is_wrong(text: str, says: str) -> None:
     ("variable", "value", "says"),
     [
         ("AGENT_MODEL_PRICES", '{"openai/x": {"in": 1}}', "error: AGENT_MODEL_PRICES: the price"),
+        ("AGENT_USER_DAILY_BUDGET", "-5", "error: AGENT_USER_DAILY_BUDGET must be 0"),
     ],
 )
-def test_the_site_does_not_start_on_a_wrong_price(
+def test_the_site_does_not_start_on_a_wrong_price_or_budget(
     tmp_path: Path, variable: str, value: str, says: str
 ) -> None:
     env = {**clean_env(), "AGENT_DATA_DIR": str(tmp_path), variable: value}

@@ -24,7 +24,9 @@ What a door may ask for, and what it gets back:
   passes on what workers relayed through the database (returns the call that stops it),
   and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
-  else the seconds to wait.
+  else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
+  whether the user's daily budget is spent: an `OverBudget` (a `TurnError` with
+  `retry_after`, the seconds until it renews), which `run_turn` and `submit_task` raise too.
 - List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
   `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything;
   `hook_problems(conf)`: what is wrong with the operator's hooks (file and functions).
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from agent.turn.runs import cancel_task, execute_task, submit_task
     from agent.turn.service import SessionRef, run_turn
     from agent.turn.slash import is_command
+    from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
         get_or_create_session,
         get_run,
@@ -105,6 +108,7 @@ _PLACES = {
     "runs": ("cancel_task", "execute_task", "submit_task"),
     "service": ("SessionRef", "run_turn"),
     "slash": ("is_command",),
+    "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
         "get_or_create_session",
         "get_run",
@@ -123,13 +127,16 @@ __all__ = [
     "GroupSink",
     "InvalidInput",
     "ModelNotConfigured",
+    "OverBudget",
     "SessionGone",
     "SessionRef",
     "TurnError",
     "TurnResult",
     "allowed_model",
     "announce_subagent",
+    "budget_refusal",
     "cancel_task",
+    "check_budget",
     "consolidate_session",
     "delivering",
     "execute_task",

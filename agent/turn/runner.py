@@ -34,6 +34,7 @@ from agent.turn.model_config import llm_config
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
+from agent.turn.spending import TurnBudget
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_hooks, turn_registry
 from agent.turn.watch import watch_run
@@ -110,7 +111,9 @@ class TurnRunner:
             deliver=self.delivery,
             agents=None
             if self.profile.subagent
-            else SessionAgents(session, owner, emit, model=model, run_recorded=run_recorded),
+            else SessionAgents(
+                session, owner, emit, model=model, run_recorded=run_recorded, spent=self._spent
+            ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
             else None,
@@ -120,6 +123,10 @@ class TurnRunner:
         self.loop: AgentLoop | None = None
         # What the history cost of what a model call may send, once the turn has started.
         self.history_share: tuple[int, int] | None = None
+
+    def _spent(self) -> float:
+        """What the turn's model calls have cost so far (unknown prices count nothing)."""
+        return (self.loop.result.cost or 0.0) if self.loop is not None else 0.0
 
     async def __call__(self) -> TurnResult:
         self.live.open()
@@ -228,6 +235,7 @@ class TurnRunner:
             else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
+            halt_check=TurnBudget(self.owner.pk) if self.owner is not None else None,
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.

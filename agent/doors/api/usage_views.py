@@ -1,5 +1,5 @@
 """The REST endpoint of a user's usage: what their runs used and cost per UTC day and per
-model."""
+model, and where they stand against their daily budget."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.conf import agent_settings
 from agent.doors.api.schema import AUTH_ERRORS, INVALID
 from agent.doors.api.serializers import UsageOut
 from sessions_app import usage
@@ -37,6 +38,15 @@ class ModelUsageOut(UsageLineOut):
     model = serializers.CharField()
 
 
+class BudgetOut(serializers.Serializer):
+    daily = serializers.FloatField(
+        allow_null=True, help_text="USD your runs may cost per UTC day; null: no budget."
+    )
+    spent_today = serializers.FloatField(help_text="USD your priced runs cost since 00:00 UTC.")
+    left_today = serializers.FloatField(allow_null=True)
+    renews = serializers.DateTimeField(help_text="When today's spending starts again from 0.")
+
+
 class UsageReportOut(serializers.Serializer):
     days = serializers.IntegerField()
     since = serializers.DateField()
@@ -44,6 +54,7 @@ class UsageReportOut(serializers.Serializer):
     total = UsageLineOut()
     by_day = DayUsageOut(many=True, help_text="Each day that had any use, oldest first.")
     by_model = ModelUsageOut(many=True)
+    budget = BudgetOut()
 
 
 class Usage(APIView):
@@ -51,7 +62,7 @@ class Usage(APIView):
         parameters=[UsageQueryIn],
         responses={200: UsageReportOut, **INVALID, **AUTH_ERRORS},
         description="What your runs used and cost over the last `days` UTC days: in all, per "
-        "day and per model. `cost` is null where a run's model has no "
+        "day and per model, and your daily budget. `cost` is null where a run's model has no "
         "known price; `priced_cost` is what the runs with one cost.",
     )
     def get(self, request: Request) -> Response:
@@ -59,4 +70,14 @@ class Usage(APIView):
         query = UsageQueryIn(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         report = usage.usage_report(owner=request.user, days=query.validated_data["days"])
+        state = usage.budget_state(
+            user_id=request.user.pk, site_budget=agent_settings().user_daily_budget
+        )
+        limit = float(state.limit) if state.limit is not None else None
+        report["budget"] = {
+            "daily": limit,
+            "spent_today": float(state.spent),
+            "left_today": None if limit is None else max(0.0, limit - float(state.spent)),
+            "renews": usage.next_day_starts(),
+        }
         return Response(UsageReportOut(report).data)
