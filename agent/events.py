@@ -88,6 +88,8 @@ class ToolResult(Event):
 class ThinkingFinished(Event):
     type: ClassVar[str] = "thinking_finished"
     run_id: str
+    # What the run used and cost (`sessions_app.usage.run_usage`), once it is recorded.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class MessageEvent(Event):
     role: str
     content: str
     run_id: str | None = None
+    # On a turn's reply: what its run used and cost, as on `thinking_finished`.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,9 @@ from agent.llm.error_kinds import LLMError
 logger = logging.getLogger(__name__)
 
 OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
+# Asked before each model call after a turn's first, with what the turn used so far: None to
+# go on, or the reply that ends the turn there (a user's daily budget now spent, say).
+HaltCheck = Callable[["LoopResult"], Awaitable[str | None]]
 Status = Literal["succeeded", "failed"]
 
 CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
@@ -99,6 +102,7 @@ class AgentLoop:
         budget: ContextBudget,
         on_message: OnMessage | None = None,
         steps: Steps | None = None,
+        halt_check: HaltCheck | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -107,6 +111,7 @@ class AgentLoop:
         self.on_message = on_message or _ignore
         self.budget = budget
         self.steps = steps
+        self.halt_check = halt_check
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
@@ -119,6 +124,10 @@ class AgentLoop:
         result = self.result = LoopResult(text="", status="succeeded", iterations=0)
         compressed = False
         while result.iterations < self.max_iterations:
+            if result.iterations and self.halt_check is not None:
+                halt = await self.halt_check(result)
+                if halt is not None:
+                    return await self._halted(turn, result, halt)
             result.iterations += 1
             messages = await self.budget.fit(system, history, turn)
             try:
@@ -272,6 +281,15 @@ class AgentLoop:
     ) -> None:
         turn.append(message)
         await self.on_message(message, usage)
+
+    async def _halted(self, turn: list[LLMMessage], result: LoopResult, text: str) -> LoopResult:
+        # Every call of the last answer has its result already: the history stays valid.
+        result.status = "failed"
+        result.error = text
+        result.error_kind = "halted"
+        result.text = text
+        await self._record(turn, {"role": "assistant", "content": text}, None)
+        return result
 
     def _failed(self, result: LoopResult, error: LLMError) -> LoopResult:
         logger.warning("model call failed for good (%s): %s", error.kind, error)

@@ -28,5 +28,9 @@ AUTH_ERRORS = {401: _error, 403: _error}
 NOT_FOUND = {404: OpenApiResponse(ErrorOut, description="No such object of yours.")}
 INVALID = {400: _invalid}
 BAD_CURSOR = {404: OpenApiResponse(ErrorOut, description="A cursor that names no page.")}
-THROTTLED = {429: OpenApiResponse(ErrorOut, description="Too many tasks; see Retry-After.")}
+THROTTLED = {
+    429: OpenApiResponse(
+        ErrorOut, description="Too many tasks, or your daily budget is spent; see Retry-After."
+    )
+}
 NO_MODEL = {503: OpenApiResponse(ErrorOut, description="No model is configured on the server.")}

@@ -22,12 +22,39 @@ from agent.turn import (
 )
 from sessions_app import keys
 from sessions_app.models import Message, Run, Session
+from sessions_app.usage import run_usage, session_usage
+
+
+class UsageOut(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(
+        allow_null=True,
+        help_text="USD; null when a run counted here used a model with no known price "
+        "(litellm's table or AGENT_MODEL_PRICES).",
+    )
+    priced_cost = serializers.FloatField(help_text="USD, of the runs whose price is known.")
+    unpriced_runs = serializers.IntegerField(
+        help_text="Runs that used tokens of a model with no known price."
+    )
 
 
 class SessionOut(serializers.ModelSerializer):
+    usage = serializers.SerializerMethodField()
+
     class Meta:
         model = Session
-        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated"]
+        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated", "usage"]
+
+    @extend_schema_field(UsageOut)
+    def get_usage(self, session: Session) -> dict[str, Any]:
+        """Summed over the session's runs; a list reads them all in one query, handed over
+        as the context's `usage` (`sessions_app.usage.session_usage`)."""
+        known = self.context.get("usage")
+        if known is None:
+            known = session_usage(session_ids=[session.pk])
+        return known[session.pk]
 
 
 class SessionUpdateIn(serializers.Serializer):
@@ -185,7 +212,7 @@ class TaskIn(serializers.Serializer):
         return attrs
 
 
-class UsageOut(serializers.Serializer):
+class TokensOut(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
@@ -199,7 +226,7 @@ class TraceStepOut(serializers.Serializer):
     error = serializers.CharField(
         allow_null=True, help_text="Why it failed; `stopped` for a call the turn was stopped in."
     )
-    tokens = UsageOut(
+    tokens = TokensOut(
         required=False, allow_null=True, help_text="Model calls: null when none were counted."
     )
     cost = serializers.FloatField(
@@ -241,9 +268,8 @@ class TaskOut(serializers.ModelSerializer):
         }
 
     @extend_schema_field(UsageOut)
-    def get_usage(self, run: Run) -> dict[str, int]:
-        usage = run.usage or {}
-        return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        return run_usage(run)
 
     @extend_schema_field(TraceStepOut(many=True))
     def get_trace(self, run: Run) -> list[dict[str, Any]]:

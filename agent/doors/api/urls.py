@@ -19,6 +19,7 @@ from agent.doors.api import (
     skill_views,
     task_views,
     upload_views,
+    usage_views,
 )
 from agent.doors.api.error_responses import not_found
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
@@ -60,6 +61,7 @@ urlpatterns = [
         "mcp-servers/<slug:name>", mcp_server_views.McpServerDetail.as_view(), "mcp-server-detail"
     ),
     *route("uploads", upload_views.UploadList.as_view(), "upload-list"),
+    *route("usage", usage_views.Usage.as_view(), "usage"),
     *route("schema", SpectacularAPIView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
