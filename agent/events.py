@@ -30,6 +30,31 @@ class History(Event):
     type: ClassVar[str] = "history"
     messages: list[dict[str, Any]]
     running: bool
+    # Whether the conversation has older messages than these (`Earlier` brings them).
+    has_more: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier(Event):
+    """Older messages of the conversation, which a client asked for: the ones right before
+    message `before`, oldest first, as `history` gives them."""
+
+    type: ClassVar[str] = "earlier"
+    before: int
+    messages: list[dict[str, Any]]
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Archived(Event):
+    """Message `id` (of run `run_id`) and every message after it left the conversation
+    (kept on record, archived), because the user edited that message or regenerated its
+    reply: clients take them out of what they show. `count`: how many."""
+
+    type: ClassVar[str] = "archived"
+    id: int
+    count: int
+    run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

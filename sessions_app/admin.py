@@ -134,7 +134,7 @@ class SessionAdmin(admin.ModelAdmin):
     @admin.display(description="latest messages")
     def latest_messages(self, obj: Session) -> str:
         rows = reversed(list(obj.messages.order_by("-id")[:LATEST]))
-        lines = ((m, f"{m.role}: {(m.content or '')[:120]}") for m in rows)
+        lines = ((m, f"{_archived_mark(m)}{m.role}: {(m.content or '')[:120]}") for m in rows)
         return _latest(lines, "message", obj, "All messages of this session")
 
     @admin.display(description="latest runs")
@@ -151,10 +151,15 @@ class SessionAdmin(admin.ModelAdmin):
         return usage_text(obj)
 
 
+def _archived_mark(message: Message) -> str:
+    return "(archived) " if message.archived else ""
+
+
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
-    list_display = ("id", "session", "role", "short_content", "created")
-    list_filter = ("role", "session__channel")
+    # `archived`: taken out of the conversation by /new, an edit or a regeneration, and kept.
+    list_display = ("id", "session", "role", "short_content", "archived", "created")
+    list_filter = ("archived", "role", "session__channel")
     search_fields = ("session__key",)
     list_select_related = ("session",)
     # Counting every row of a table this size on each page costs more than the page.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db.models import F, Max, Q, QuerySet
@@ -117,41 +117,88 @@ def get_run(*, run_id: UUID) -> Run | None:
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
     """The live conversation as a client shows it, oldest first."""
+    return display_page(session_id=session.pk, limit=limit).messages
+
+
+class DisplayPage(NamedTuple):
+    """Messages of the live conversation, oldest first, and whether older ones exist."""
+
+    messages: list[dict[str, Any]]
+    has_more: bool
+
+
+# A page that reaches back to a given message takes this many before it too, so that the
+# message is read in its context; and no page holds more than `MAX_PAGE` messages.
+CONTEXT_BEFORE = 10
+MAX_PAGE = 1_000
+
+
+def display_page(
+    *, session_id: int, limit: int, before: int | None = None, back_to: int | None = None
+) -> DisplayPage:
+    """The latest `limit` live messages of the session (those before message `before`,
+    with it), as a client shows them; with `back_to`, as many more as reach back to that
+    message and `CONTEXT_BEFORE` before it, up to `MAX_PAGE`."""
+    live = Message.objects.filter(session_id=session_id, archived=False)
+    older = live if before is None else live.filter(id__lt=before)
+    if back_to is not None:
+        reach = older.filter(id__gte=back_to).count() + CONTEXT_BEFORE
+        limit = min(max(limit, reach), MAX_PAGE)
     rows = list(
-        Message.objects.filter(session=session, archived=False)
-        .annotate(
+        older.annotate(
             run_channel=F("run__channel"),
             run_usage=F("run__usage"),
             run_cost=F("run__cost"),
             run_finished=F("run__finished"),
-        )
-        .order_by("-id")[:limit]
+        ).order_by("-id")[:limit]
     )
-    shown = [
-        {
-            "id": row.id,
-            # What a sub-agent's report said to the agent is the model's input, not the
-            # user's words: clients show it as a note (see `agent.turn.subagents`).
-            "role": "system" if row.role == "user" and row.run_channel == "system" else row.role,
-            "content": row.content,
-            "tool_calls": row.tool_calls,
-            "tool_call_id": row.tool_call_id or None,
-            "name": row.name or None,
-            "stopped": row.stopped,
-            "reasoning_content": row.reasoning_content or None,
-            "run_id": str(row.run_id) if row.run_id else None,
-            "created": row.created.isoformat(),
-        }
-        for row in reversed(rows)
-    ]
-    # A finished run's usage goes with its last reply, as the chat showed it when it ended.
+    has_more = bool(rows) and live.filter(id__lt=rows[-1].id).exists()
+    shown = [_shown(row) for row in reversed(rows)]
+    # A finished run's usage goes with its last reply, as the chat showed it when it ended:
+    # not with a reply of this page when the run goes on past it.
     ended: set[Any] = set()
+    if before is not None:
+        runs = {row.run_id for row in rows if row.run_id}
+        ended = set(live.filter(id__gte=before, run_id__in=runs).values_list("run_id", flat=True))
     for message, row in zip(reversed(shown), rows, strict=True):
         if row.role == "assistant" and row.run_finished and row.run_id not in ended:
             ended.add(row.run_id)
             run = Run(usage=row.run_usage, cost=row.run_cost)
             message["run_usage"] = usage.run_usage(run)
-    return shown
+    return DisplayPage(shown, has_more)
+
+
+def _shown(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        # What a sub-agent's report said to the agent is the model's input, not the user's
+        # words: clients show it as a note (see `agent.turn.subagents`).
+        "role": "system" if row.role == "user" and row.run_channel == "system" else row.role,
+        "content": row.content,
+        "tool_calls": row.tool_calls,
+        "tool_call_id": row.tool_call_id or None,
+        "name": row.name or None,
+        "stopped": row.stopped,
+        "reasoning_content": row.reasoning_content or None,
+        "run_id": str(row.run_id) if row.run_id else None,
+        "created": row.created.isoformat(),
+    }
+
+
+def rerun_start(
+    *, session: Session, message_id: int | None = None, run_id: UUID | None = None
+) -> Message | None:
+    """The live message a conversation would run again from: message `message_id`, or the
+    first message of run `run_id`, or (neither) the user's latest message. None if there
+    is no such message in the session's live conversation. Its run comes with it."""
+    messages = Message.objects.filter(session=session, archived=False).select_related("run")
+    if message_id is not None:
+        return messages.filter(pk=message_id).first()
+    if run_id is not None:
+        return messages.filter(run_id=run_id).order_by("id").first()
+    # The user's words: not a sub-agent's report to the agent, stored as a user message.
+    theirs = messages.filter(role=Message.Role.USER).exclude(run__channel="system")
+    return theirs.order_by("-id").first()
 
 
 def subagent_run(*, run_id: UUID) -> Run | None:

@@ -364,6 +364,20 @@ def archive_messages(*, session: Session) -> int:
 
 
 @transaction.atomic
+def archive_from(*, session: Session, message_id: int) -> int:
+    """Take message `message_id` and every message after it out of the conversation,
+    keeping them on record, as `/new` does with all of them; how many. None (0) if that
+    message is not in the live conversation (any more)."""
+    _lock_session(session)
+    live = session.messages.filter(archived=False)
+    if not live.filter(pk=message_id).exists():
+        return 0
+    count = live.filter(pk__gte=message_id).update(archived=True)
+    _update_session(session)
+    return count
+
+
+@transaction.atomic
 def request_stop(*, session_id: int, exclude: UUID | None = None) -> tuple[int, list[UUID]]:
     """Stop every unfinished run of the session: queued ones end here, running ones are
     asked to stop. How many there were, and the running ones, which the process running

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +28,17 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
 from agent.conf import agent_settings
-from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
+from agent.doors import chat_frames
+from agent.doors.coalescer import ChunkCoalescer
+from agent.events import (
+    Earlier,
+    Emit,
+    ErrorEvent,
+    Event,
+    History,
+    MessageEvent,
+    ThinkingFinished,
+)
 from agent.turn import (
     MAX_MESSAGE_CHARS,
     GroupSink,
@@ -38,12 +49,13 @@ from agent.turn import (
     get_or_create_session,
     get_run,
     has_running_turn,
+    history_page,
     is_command,
     is_running_here,
     join_stream,
     leave_stream,
     listen_to_relayed,
-    messages_for_display,
+    rerun_turn,
     run_turn,
     session_group,
     take_turn_slot,
@@ -72,8 +84,6 @@ JOIN_ATTEMPTS = 3
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
-# The same for delayed flushes of streamed chunks.
-_flushes: set[asyncio.Task[None]] = set()
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -102,9 +112,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.group = session_group(session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.stop_relay = listen_to_relayed()
-        messages = await messages_for_display(session=session)
+        page = await history_page(session_id=session.pk)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
-        frame = History(messages=messages, running=running).to_dict()
+        frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
         frame["model"] = session.model or agent_settings().model
         await self.send_json(frame)
         unfinished = await unfinished_run(session_id=session.pk)
@@ -150,10 +160,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if kind == "stop":
             self._start("/stop")
             return
+        reader = _READERS.get(str(kind))
+        if reader is not None:
+            try:
+                request = reader(content)
+            except chat_frames.BadFrame as exc:
+                await self._error(str(exc))
+                return
+            if isinstance(request, chat_frames.EarlierRequest):
+                await self._earlier(request)
+            else:
+                await self._rerun(request)
+            return
         if kind != "message":
-            await self._error(
-                'unknown frame: send {"type": "message", "content": "…"} or {"type": "stop"}'
-            )
+            await self._error(f"unknown frame: {chat_frames.KNOWN_FRAMES}")
             return
         text = content.get("content")
         try:
@@ -188,16 +208,53 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return False
         return True
 
+    async def _earlier(self, request: chat_frames.EarlierRequest) -> None:
+        """Send the messages right before `request.before` (and back to `request.back_to`)."""
+        session_id = self.session_id
+        assert session_id is not None  # `receive` checked it
+        page = await history_page(
+            session_id=session_id, before=request.before, back_to=request.back_to
+        )
+        frame = Earlier(before=request.before, messages=page.messages, has_more=page.has_more)
+        await self._send_frame(frame.to_dict())
+
+    async def _rerun(self, request: chat_frames.RerunRequest) -> None:
+        """Run the conversation again from a message of the user's: refused while a turn of
+        this socket's is running or waiting, and otherwise counted as any turn is."""
+        if self.pending:
+            await self._error(
+                "a reply is being written in this chat: wait for it to finish, or stop it, "
+                "then try again"
+            )
+            return
+        if not await self._admit():
+            return
+        ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
+        self._launch(
+            lambda emit: rerun_turn(
+                ref,
+                channel=CHANNEL,
+                emit=emit,
+                message_id=request.message_id,
+                run_id=request.run_id,
+                content=request.content,
+            )
+        )
+
     def _start(self, content: str) -> None:
         # A second message while a turn runs is accepted and waits for that turn to end:
         # the turn service serialises turns per session.
-        task = asyncio.create_task(self._turn(content))
+        ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
+        self._launch(lambda emit: run_turn(ref, content, channel=CHANNEL, emit=emit))
+
+    def _launch(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
+        task = asyncio.create_task(self._turn(turn))
         _turns.add(task)
         task.add_done_callback(_turns.discard)
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
 
-    async def _turn(self, content: str) -> None:
+    async def _turn(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
         session_id = self.session_id
         if session_id is None:
             return
@@ -209,12 +266,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await group(event)
 
         try:
-            await run_turn(
-                SessionRef(self.session_key, owner=self.user, pinned_id=session_id),
-                content,
-                channel=CHANNEL,
-                emit=emit,
-            )
+            await turn(emit)
         except SessionGone as exc:
             await self._error(str(exc))
             await self._close_deleted()
@@ -316,56 +368,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(refusal.to_dict())
 
 
-class ChunkCoalescer:
-    """Sends stream chunks at most once per `window` seconds, joined into one frame.
-
-    A fast model sends hundreds of tiny chunks a second; one frame each costs the server
-    more than the model's parsing does. A chunk after a quiet spell goes out at once; the
-    ones that follow it within the window wait for its end and leave together. Chunks of one
-    message are joined in order and flushed before any other event, so the frames still
-    concatenate to the saved text.
-
-    10 ms: a model streaming at a reading pace (up to a hundred chunks a second) sees each
-    chunk sent as it comes, while a burst costs at most a hundred frames a second. At 20 ms
-    every chunk of a steady stream waited out the window: 11 ms at the median.
-    """
-
-    def __init__(self, send: Any, *, window: float = 0.01) -> None:
-        self.send = send
-        self.window = window
-        self.msg_id = ""
-        self.parts: list[str] = []
-        self.flusher: asyncio.TimerHandle | None = None
-        self.sent_at = -math.inf
-
-    async def __call__(self, event: Event) -> None:
-        if isinstance(event, StreamChunk):
-            if self.parts and event.msg_id != self.msg_id:
-                await self.flush()
-            self.msg_id = event.msg_id
-            self.parts.append(event.content)
-            if self.flusher is None:
-                loop = asyncio.get_running_loop()
-                wait = self.sent_at + self.window - loop.time()
-                if wait <= 0:
-                    await self.flush()
-                else:
-                    self.flusher = loop.call_later(wait, self._flush_soon)
-            return
-        await self.flush()
-        await self.send(event.to_dict())
-
-    def _flush_soon(self) -> None:
-        self.flusher = None
-        task = asyncio.ensure_future(self.flush())
-        _flushes.add(task)
-        task.add_done_callback(_flushes.discard)
-
-    async def flush(self) -> None:
-        if self.flusher is not None:
-            self.flusher.cancel()
-            self.flusher = None
-        if self.parts:
-            content, self.parts = "".join(self.parts), []
-            self.sent_at = asyncio.get_running_loop().time()
-            await self.send(StreamChunk(msg_id=self.msg_id, content=content).to_dict())
+# The frames of `chat_frames`, each with its reader.
+_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "earlier": chat_frames.read_earlier,
+    "regenerate": chat_frames.read_regenerate,
+    "edit": chat_frames.read_edit,
+}

@@ -10,6 +10,10 @@ What a door may ask for, and what it gets back:
   happen (`agent.events`); the call returns a `TurnResult` (text, status, run id, usage,
   whether the model already delivered its answer). `is_command(content)`: whether it is a
   slash command, which answers with text and costs no model call.
+- Run a conversation again from one of the user's messages: `rerun_turn(session,
+  channel=, emit=, message_id=, run_id=, content=)` archives that message and what came
+  after it (an `archived` event says so) and runs it again, edited with `content` or as it
+  was (no message named: the user's latest, which regenerates the last reply).
 - Shape a turn (`TurnOptions`, all optional): `tools`, the tools it may use (None: all;
   names: those alone, its sub-agents too; False: a direct generation, the model alone with
   no tools, no agent prompt and one call), recorded with its run; `history`, the
@@ -25,7 +29,8 @@ What a door may ask for, and what it gets back:
   it may use) and runs it now or queues it for the worker, returning the run; `cancel_task`
   stops one and returns it.
   `execute_task(run, owner=)` runs a queued one to its end (the worker's job).
-- Show a session (the socket): `get_or_create_session`, `messages_for_display`,
+- Show a session (the socket): `get_or_create_session`, `messages_for_display` and
+  `history_page` (a page of it, the latest or an older one, with whether there is more),
   `has_running_turn`, `unfinished_run` and `get_run` read it (async); `is_running_here`
   says whether this process runs its turn. `session_group` names the channel-layer group
   its sockets join, `GroupSink` sends a turn's shared events there, `listen_to_relayed`
@@ -81,13 +86,14 @@ if TYPE_CHECKING:
     )
     from agent.turn.relay import listen_to_relayed, prune_relayed, write_through_database
     from agent.turn.runs import cancel_task, execute_task, submit_task
-    from agent.turn.service import SessionRef, run_turn
+    from agent.turn.service import SessionRef, rerun_turn, run_turn
     from agent.turn.slash import is_command
     from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
         get_or_create_session,
         get_run,
         has_running_turn,
+        history_page,
         messages_for_display,
         unfinished_run,
     )
@@ -125,13 +131,14 @@ _PLACES = {
     ),
     "relay": ("listen_to_relayed", "prune_relayed", "write_through_database"),
     "runs": ("cancel_task", "execute_task", "submit_task"),
-    "service": ("SessionRef", "run_turn"),
+    "service": ("SessionRef", "rerun_turn", "run_turn"),
     "slash": ("is_command",),
     "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
         "get_or_create_session",
         "get_run",
         "has_running_turn",
+        "history_page",
         "messages_for_display",
         "unfinished_run",
     ),
@@ -171,6 +178,7 @@ __all__ = [
     "get_run",
     "has_running_turn",
     "heartbeat_users",
+    "history_page",
     "hook_problems",
     "is_command",
     "is_running_here",
@@ -183,6 +191,7 @@ __all__ = [
     "on_session_deleted",
     "prune_relayed",
     "report_dead_cron_runs",
+    "rerun_turn",
     "run_cron_job",
     "run_spawned_subagent",
     "run_trace",

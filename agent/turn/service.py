@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.contrib.auth.models import User
 
 from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, discard
-from agent.turn import slash, store
-from agent.turn.locks import can_be_lost, session_lock, tracked
+from agent.turn import rewind, slash, store
+from agent.turn.locks import can_be_lost, is_running_here, session_lock, tracked
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
+    InvalidInput,
     SessionGone,
     TurnError,
     allowed_model,
@@ -35,7 +37,7 @@ from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionRef", "TurnResult", "run_queued", "run_recorded", "run_turn"]
+__all__ = ["SessionRef", "TurnResult", "rerun_turn", "run_queued", "run_recorded", "run_turn"]
 
 # How long a turn that got its session's lock gives the session's previous turn, still
 # open, to end: if that turn's process lives, it notices within `locks.KEEP_SECONDS` that its
@@ -75,6 +77,41 @@ async def run_turn(
     try:
         return await _run(
             row, ref.owner, content, channel=channel, emit=emit, model=model, options=options
+        )
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def rerun_turn(
+    session: SessionRef,
+    *,
+    channel: str,
+    emit: Emit = discard,
+    message_id: int | None = None,
+    run_id: UUID | None = None,
+    content: str | None = None,
+) -> TurnResult:
+    """Run `session`'s conversation again from one of the user's messages (`rewind`):
+    message `message_id`, or the one that started run `run_id`, or (neither) the user's
+    latest, which regenerates the last reply. That message and everything after it are
+    archived (`archived` event) and the message runs again as a new turn, in its own words
+    or in `content`, its edited text.
+
+    Refused with a `TurnError` when a turn of the session is running (`rewind.TurnBusy`),
+    when there is no such message, or it is not the user's, and when `content` breaks the
+    rules of a message or is a slash command."""
+    if content is not None:
+        validate_content(content)
+        if slash.is_command(content):
+            raise InvalidInput("an edited message cannot be a command; send the command instead")
+    row = await _open(session)
+    start = await rewind.starting_point(row, message_id=message_id, run_id=run_id)
+    if is_running_here(row.pk) or await store.has_running_turn(session_id=row.pk):
+        raise rewind.TurnBusy()
+    text = start.content if content is None else content
+    try:
+        return await _run(
+            row, session.owner, text, channel=channel, emit=emit, model=None, rerun_from=start
         )
     except SessionDeleted:
         raise SessionGone() from None
@@ -137,6 +174,7 @@ async def _run(
     queued: Run | None = None,
     reply_to: Session | None = None,
     options: TurnOptions | None = None,
+    rerun_from: rewind.RerunFrom | None = None,
 ) -> TurnResult:
     conf = agent_settings()
     options = options or TurnOptions()
@@ -152,6 +190,8 @@ async def _run(
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)
+            if rerun_from is not None:
+                await rewind.archive_from(session, rerun_from, emit)
             if queued is None:
                 run = await store.start_new_run(
                     session=session,

@@ -92,6 +92,21 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
     return display.shown(selectors.messages_for_display(session=session, limit=limit))
 
 
+@on_db
+def history_page(
+    *, session_id: int, limit: int = 200, before: int | None = None, back_to: int | None = None
+) -> selectors.DisplayPage:
+    """A page of the session's live conversation as its chat shows it (`display.shown`), and
+    whether older messages exist: the latest, or those before message `before` (reaching back
+    to message `back_to`, if given; see `selectors.display_page`)."""
+    page = selectors.display_page(
+        session_id=session_id, limit=limit, before=before, back_to=back_to
+    )
+    return selectors.DisplayPage(display.shown(page.messages), page.has_more)
+
+
+rerun_start = on_db(selectors.rerun_start)
+archive_from = on_db(services.archive_from)
 relayed_after = on_db(selectors.relayed_after)
 last_relayed_id = on_db(selectors.last_relayed_id)
 subagent_run = on_db(selectors.subagent_run)

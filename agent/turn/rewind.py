@@ -1,0 +1,79 @@
+"""Running a conversation again from one of the user's messages: the last reply regenerated,
+or a message edited and answered afresh.
+
+That message and everything after it leave the conversation the way `/new` takes a whole
+conversation out of it: archived, kept on record (the admin and the API show them, marked),
+no longer shown nor sent to the model. The message then runs again as a new turn, in its own
+words or the edited ones. It happens under the session's lock, so no other turn of the
+session runs in between, and a second tab that asks for the same thing at the same time
+finds the message archived already and is told so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from agent.events import Archived, Emit
+from agent.turn import store
+from agent.turn.refusals import InvalidInput, TurnError
+from agent.turn.subagents import SYSTEM_CHANNEL
+from sessions_app.models import Message, Session
+
+
+class TurnBusy(TurnError):
+    """A turn of the session is running: what it is writing would land after the messages
+    being archived."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a reply is being written in this chat: wait for it to finish, or stop it, "
+            "then try again"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RerunFrom:
+    """The user's message a conversation runs again from."""
+
+    message_id: int
+    run_id: str | None
+    content: str
+
+
+async def starting_point(
+    session: Session, *, message_id: int | None = None, run_id: UUID | None = None
+) -> RerunFrom:
+    """The message of the user's to run again from: message `message_id`, the message that
+    started run `run_id`, or (neither) the user's latest. Refused (`InvalidInput`) when the
+    chat has no such live message, or it is not one the user wrote."""
+    field = "run_id" if run_id is not None and message_id is None else "id"
+    message = await store.rerun_start(session=session, message_id=message_id, run_id=run_id)
+    if message is None:
+        if message_id is None and run_id is None:
+            raise InvalidInput("there is no message of yours in this chat to answer again")
+        raise InvalidInput(
+            "there is no such message in this chat (it may have been archived)", field=field
+        )
+    if message.role != Message.Role.USER or _is_report(message):
+        raise InvalidInput("only a message you wrote can be edited or answered again", field=field)
+    return RerunFrom(
+        message_id=message.pk,
+        run_id=str(message.run_id) if message.run_id else None,
+        content=message.content or "",
+    )
+
+
+def _is_report(message: Message) -> bool:
+    """A sub-agent's report to the agent, stored as a user message: the agent's input."""
+    return message.run is not None and message.run.channel == SYSTEM_CHANNEL
+
+
+async def archive_from(session: Session, start: RerunFrom, emit: Emit) -> None:
+    """Archive `start`'s message and every one after it, and tell the session's clients;
+    called under the session's lock. Refused if the message left the conversation since it
+    was chosen (another tab edited it, or regenerated, first)."""
+    count = await store.archive_from(session=session, message_id=start.message_id)
+    if not count:
+        raise InvalidInput("this message was archived meanwhile, by another edit or regeneration")
+    await emit(Archived(id=start.message_id, count=count, run_id=start.run_id))
