@@ -24,5 +24,6 @@ def chat(request: HttpRequest, key: str = "") -> HttpResponse:
         "logout_url": reverse("logout"),
         "login_url": reverse("login"),
         "sessions_api_url": "/api/sessions",
+        "search_api_url": "/api/search",
     }
     return render(request, "chat.html", context)

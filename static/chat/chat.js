@@ -10,6 +10,9 @@ import { Composer } from "./composer.js";
 import { Attach } from "./attach.js";
 import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
+import { HistoryPages } from "./pages.js";
+import { Rewind } from "./rewind.js";
+import { ChatSearch } from "./search.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
@@ -23,6 +26,7 @@ const config = {
   defaultModel: data.defaultModel || "",
   loginUrl: data.loginUrl || "/accounts/login/",
   sessionsUrl: (data.sessionsUrl || "/api/sessions").replace(/\/+$/, ""),
+  searchUrl: data.searchUrl || "/api/search",
   uploadsUrl: data.uploadsUrl || "/api/uploads",
 };
 
@@ -119,6 +123,23 @@ new Attach(
   },
 );
 
+const pages = new HistoryPages(
+  { scroller: $("scroller"), messages: $("messages"), button: $("earlier") },
+  { conv, send: (frame) => socket.send(frame), notice },
+);
+
+const rewind = new Rewind({ messages: $("messages") }, { conv, send: (frame) => socket.send(frame), notice });
+
+new ChatSearch(
+  { input: $("search"), results: $("search-results"), list: $("search-list"), empty: $("search-empty"), sessions: $("session-nav") },
+  {
+    url: config.searchUrl,
+    isOpenable: (key) => sidebar.opens(key),
+    onOpen: (chat, messageId) => openAt(chat, messageId),
+    onLoginLost: () => goLogin(),
+  },
+);
+
 const frames = new Frames({
   conv,
   composer,
@@ -126,6 +147,9 @@ const frames = new Frames({
   onHistory,
   notice,
   refreshSoon: () => scheduleSidebarRefresh(),
+  onArchived: (f) => rewind.onArchived(f),
+  onEarlier: (f) => pages.onEarlier(f),
+  onError: () => rewind.onError(),
 });
 
 // ---- helpers ------------------------------------------------------------
@@ -226,6 +250,7 @@ function onHistory(f) {
   if (f.model) state.model = f.model;
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
+  pages.onHistory(f);
   updateHeader();
   flushOutbox();
 }
@@ -268,19 +293,35 @@ function stopTurn() {
 
 // ---- switching chats ----------------------------------------------------
 
-function switchChat(chat, { push = true } = {}) {
+/** Open `chat` at message `id` (a search result): scrolled to and highlighted. */
+function openAt(chat, id) {
+  drawer.close();
+  if (!sidebar.find(chat)) scheduleSidebarRefresh(0); // a chat the list has not had yet
+  const url = chatUrl(chat) + (id ? `#message-${id}` : "");
+  if (chat === state.chat && socket.active) {
+    history.replaceState({ chat }, "", url);
+    if (id) pages.reveal(id);
+    return;
+  }
+  switchChat(chat, { at: id });
+}
+
+function switchChat(chat, { push = true, at = null } = {}) {
   if (chat === state.chat && (socket.active || socket.fatal)) return;
   socket.close();
   state.chat = chat;
   state.outbox = [];
   state.model = "";
   frames.reset();
+  pages.reset();
+  rewind.closeEditor();
+  if (at) pages.seek(at);
   dom.fatal.hidden = true;
   composer.unlock();
   conv.reset();
   setRunning(false);
-  const url = chatUrl(chat);
-  if (location.pathname !== url) {
+  const url = chatUrl(chat) + (at ? `#message-${at}` : "");
+  if (location.pathname + location.hash !== url) {
     if (push) history.pushState({ chat }, "", url);
     else history.replaceState({ chat }, "", url);
   }
@@ -316,7 +357,9 @@ async function start() {
   composer.start();
   const initial = config.chatRe.test(config.chat) ? config.chat : chatFromPath();
   if (initial) {
-    switchChat(initial, { push: false });
+    // `#message-<id>`: a link to one message of the chat (a search result's).
+    const at = location.hash.match(/^#message-(\d+)$/);
+    switchChat(initial, { push: false, at: at ? Number(at[1]) : null });
     sidebar.refresh().catch(onApiError);
     return;
   }

@@ -341,24 +341,31 @@ export class Conversation {
   renderHistory(messages) {
     this.ready = true;
     this.clear();
-    const frag = document.createDocumentFragment();
-    const target = this.dom.messages;
-    this.dom.messages = frag; // build off-DOM, then attach once
-    try {
-      for (const m of messages || []) this.renderStored(m);
-    } finally {
-      this.dom.messages = target;
-    }
-    target.append(frag);
+    this.dom.messages.append(this.build(messages));
     this.updateEmpty();
     this.stick = true;
     this.scrollToBottom();
   }
 
+  /** Stored messages rendered off-DOM, as a fragment to attach at once. */
+  build(messages) {
+    const frag = document.createDocumentFragment();
+    const target = this.dom.messages;
+    this.dom.messages = frag;
+    try {
+      for (const m of messages || []) this.renderStored(m);
+    } finally {
+      this.dom.messages = target;
+    }
+    return frag;
+  }
+
   renderStored(m) {
     const role = m && m.role;
     if (role === "user") {
-      this.addUser(contentText(m.content));
+      const node = this.addUser(contentText(m.content));
+      node.dataset.id = m.id ?? "";
+      if (m.run_id) node.dataset.runId = m.run_id;
     } else if (role === "assistant") {
       if (m.reasoning_content && contentText(m.reasoning_content).trim()) {
         this.addThinking(contentText(m.reasoning_content));

@@ -8,7 +8,8 @@ const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking
 export class Frames {
   /**
    * page: {conv, composer, setRunning(running, runId), onHistory(frame), notice(message),
-   *        refreshSoon() (the chat list may have changed)}
+   *        refreshSoon() (the chat list may have changed), onArchived(frame) (messages left
+   *        the conversation), onEarlier(frame) (older messages came), onError(frame)}
    */
   constructor(page) {
     this.page = page;
@@ -58,7 +59,14 @@ export class Frames {
         break;
       case "error":
         if (f.refused) this.restoreRefused();
+        this.page.onError(f);
         notice(contentText(f.message) || "Something went wrong.");
+        break;
+      case "archived":
+        this.page.onArchived(f);
+        break;
+      case "earlier":
+        this.page.onEarlier(f);
         break;
       case "subagent_spawned":
         conv.addSystem(`Sub-agent ${label(f)} started.`, "subagent");
@@ -96,8 +104,10 @@ export class Frames {
       const pending = Array.from(document.querySelectorAll("#messages .msg.user[data-pending]")).find(
         (node) => node.textContent === text,
       );
-      if (pending) delete pending.dataset.pending;
-      else conv.addUser(text);
+      const node = pending || conv.addUser(text);
+      delete node.dataset.pending;
+      // The turn it started: what an edit of this message names it by.
+      if (f.run_id) node.dataset.runId = f.run_id;
       return;
     }
     if (text.startsWith("New conversation started")) {

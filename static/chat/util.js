@@ -28,6 +28,8 @@ const ICONS = {
   check: ["M20 6 9 17l-5-5"],
   close: ["M18 6 6 18", "M6 6l12 12"],
   info: ["M12 16v-4", "M12 8h.01", "M12 3a9 9 0 1 0 0 18 9 9 0 0 0 0-18Z"],
+  refresh: ["M20 11a8 8 0 1 0-2.3 5.7", "M20 4v7h-7"],
+  search: ["M11 18a7 7 0 1 0 0-14 7 7 0 0 0 0 14Z", "M20 20l-4-4"],
 };
 
 export function icon(name, extraClass = "") {
