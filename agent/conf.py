@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from django.conf import settings
 
+from agent import tool_patterns
+
 Kind = Literal["str", "int", "float", "bool", "list"]
 
 
@@ -132,6 +134,20 @@ SETTINGS: tuple[Setting, ...] = (
         [],
         "dotted paths of tools of your own, offered beside the built-in ones",
         "tools",
+    ),
+    Setting(
+        "AGENT_APPROVE_TOOLS",
+        "list",
+        [],
+        "tools (names or globs such as mcp_*) that wait for a person's yes before they run",
+        "approve_tools",
+    ),
+    Setting(
+        "AGENT_APPROVAL_TIMEOUT",
+        "int",
+        600,
+        "seconds a tool call waits for its approval before it counts as declined",
+        "approval_timeout",
     ),
     Setting(
         "AGENT_RESTRICT_TO_WORKSPACE",
@@ -272,6 +288,8 @@ class AgentSettings:
     heartbeat_interval: int
     cron_max_jobs: int
     tools: tuple[str, ...]
+    approve_tools: tuple[str, ...]
+    approval_timeout: int
     restrict_to_workspace: bool
     exec_timeout: int
     exec_network: bool
@@ -301,6 +319,7 @@ def agent_settings() -> AgentSettings:
     declared: dict[str, Any] = {spec.field: getattr(settings, spec.name) for spec in SETTINGS}
     declared["workspace"] = Path(declared["workspace"]).resolve()
     declared["tools"] = tuple(declared["tools"])
+    declared["approve_tools"] = tool_patterns.parse(declared["approve_tools"])
     return AgentSettings(
         **declared,
         models=_allowed_models(declared["model"], declared["model_choices"]),
