@@ -56,6 +56,8 @@ class Tools(Protocol):
 
     def definitions(self) -> list[dict[str, Any]]: ...
 
+    def parallel_safe(self, name: str) -> bool: ...
+
     async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str: ...
 
 
@@ -163,41 +165,59 @@ class AgentLoop:
         parsed: list[dict[str, Any] | str],
         result: LoopResult,
     ) -> None:
-        done = 0
-        announced = False
+        """Run the calls of one answer: each run of calls that are safe side by side at once,
+        any other alone, in order; their answers go into the history in the calls' order."""
+        recorded = 0
+        answers: dict[str, str] = {}
+        # Calls whose card the clients show open: announced, no result sent yet.
+        running: dict[str, ToolCall] = {}
         try:
-            for call, arguments in zip(calls, parsed, strict=True):
-                await self.emit(
-                    ToolCallEvent(
-                        id=call.id,
-                        name=call.name,
-                        arguments=arguments if isinstance(arguments, dict) else call.arguments,
+            for batch in _batches(calls, parsed, self.tools.parallel_safe):
+                for call, arguments in batch:
+                    await self.emit(
+                        ToolCallEvent(
+                            id=call.id,
+                            name=call.name,
+                            arguments=arguments if isinstance(arguments, dict) else call.arguments,
+                        )
                     )
-                )
-                announced = True
-                result.tools_used.append(call.name)
-                started = time.monotonic()
-                output = await self.tools.execute(call.name, arguments)
-                elapsed = int((time.monotonic() - started) * 1000)
-                await self.emit(
-                    ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed)
-                )
-                # Counted before the write: a stop during it must not answer this call twice
-                # (the write finishes in its thread all the same).
-                done += 1
-                announced = False
-                await self._record(turn, _tool_message(call, output), None)
+                    running[call.id] = call
+                    result.tools_used.append(call.name)
+                runs = [
+                    self._run_tool(call, arguments, answers, running) for call, arguments in batch
+                ]
+                if len(runs) == 1:
+                    await runs[0]
+                else:
+                    await asyncio.gather(*runs)
+                for call, _ in batch:
+                    # Counted before the write: a stop during it must not answer this call
+                    # twice (the write finishes in its thread all the same).
+                    recorded += 1
+                    await self._record(turn, _tool_message(call, answers[call.id]), None)
         except asyncio.CancelledError:
             # Every call needs an answer or the saved history is invalid for the provider;
-            # the one that was running also closes its card on the clients.
-            if announced:
-                interrupted = calls[done]
-                await self.emit(
-                    ToolResult(id=interrupted.id, name=interrupted.name, result=CANCELLED_RESULT)
-                )
-            for call in calls[done:]:
-                await self._record(turn, _tool_message(call, CANCELLED_RESULT), None)
+            # the ones that were running also close their cards on the clients.
+            for call in running.values():
+                await self.emit(ToolResult(id=call.id, name=call.name, result=CANCELLED_RESULT))
+            for call in calls[recorded:]:
+                answer = answers.get(call.id, CANCELLED_RESULT)
+                await self._record(turn, _tool_message(call, answer), None)
             raise
+
+    async def _run_tool(
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any] | str,
+        answers: dict[str, str],
+        running: dict[str, ToolCall],
+    ) -> None:
+        started = time.monotonic()
+        output = await self.tools.execute(call.name, arguments)
+        elapsed = int((time.monotonic() - started) * 1000)
+        answers[call.id] = output
+        await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
+        del running[call.id]
 
     async def _record(
         self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None
@@ -279,6 +299,25 @@ def _prepare_calls(
             parsed.append(call.arguments)
             sendable.append(call.as_message_part("{}"))
     return sendable, parsed
+
+
+def _batches(
+    calls: list[ToolCall],
+    parsed: list[dict[str, Any] | str],
+    parallel_safe: Callable[[str], bool],
+) -> list[list[tuple[ToolCall, dict[str, Any] | str]]]:
+    """The calls in the groups they run in: each run of neighbouring calls that are safe
+    side by side is one group, any other call a group of its own."""
+    batches: list[list[tuple[ToolCall, dict[str, Any] | str]]] = []
+    together = False
+    for call, arguments in zip(calls, parsed, strict=True):
+        safe = isinstance(arguments, dict) and parallel_safe(call.name)
+        if safe and together:
+            batches[-1].append((call, arguments))
+        else:
+            batches.append([(call, arguments)])
+        together = safe
+    return batches
 
 
 def _assistant(content: str | None, response: LLMResponse) -> LLMMessage:

@@ -35,6 +35,10 @@ def bench_env(scratch: Path, api_base: str) -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("AGENT_", "DJANGO_", "DATABASE_"))
+        # A user's Python caches the bytecode of what it imports at the first run, and
+        # every later start reads it: a machine set never to write it would time the
+        # compiler at every start instead.
+        and key != "PYTHONDONTWRITEBYTECODE"
     }
     if "DATABASE_URL" in os.environ:
         env["DATABASE_URL"] = os.environ["DATABASE_URL"]

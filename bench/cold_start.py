@@ -57,7 +57,7 @@ from bench._report import Row, add_json_option, row, write_json  # noqa: E402
 
 PYTHON = sys.executable
 MIB = 1024  # ru_maxrss is in KiB on Linux
-WALL_TARGET = 5.0
+WALL_TARGET = 2.0
 RSS_TARGET_MIB = 150
 FIRST_EXTRA_TARGET_S = 1.0
 WARM_TARGET = 3.0

@@ -22,6 +22,7 @@ from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from agent.doors import cluster as graceful
+from agent.processes import alive
 from agent.turn import submit_task
 from cron_app import services as job_services
 from cron_app.models import CronJob
@@ -200,7 +201,7 @@ def test_a_turn_handed_back_stays_so_though_a_mark_of_life_was_on_its_way() -> N
 
 def test_an_ended_worker_that_no_parent_reaped_is_not_waited_for() -> None:
     child = subprocess.Popen(["true"])
-    wait_for(lambda: not graceful._alive(child.pid), what="the child to end")
+    wait_for(lambda: not alive(child.pid), what="the child to end")
     assert os.path.exists(f"/proc/{child.pid}")  # a zombie, still in the process table
     child.wait()
-    assert graceful._alive(os.getpid())
+    assert alive(os.getpid())

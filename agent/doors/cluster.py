@@ -40,6 +40,8 @@ from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 from django_q.signing import SignedPackage
 from django_q.status import Stat
 
+from agent.processes import alive
+
 logger = logging.getLogger(__name__)
 
 # Seconds, from the stop, that a busy worker has to finish its task.
@@ -95,14 +97,14 @@ class Stopping:
             return
         try:
             for slot, known in enumerate(self._workers):
-                if not known or not _alive(known):
+                if not known or not alive(known):
                     self._workers[slot] = pid
                     return
         finally:
             self._workers_lock.release()
 
     def workers_alive(self) -> list[int]:
-        return [pid for pid in list(self._workers) if pid and _alive(pid)]
+        return [pid for pid in list(self._workers) if pid and alive(pid)]
 
 
 _stopping: Stopping | None = None
@@ -316,24 +318,6 @@ def _wait_for_orphans(stopping: Stopping, deadline: float) -> None:
         logger.error("worker %s did not hand its turns back; killing it", pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process runs: one that ended but that no parent has reaped yet does not."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            # The state follows the command's name, in parentheses, which may hold anything.
-            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: a zombie counts as alive, and its wait as long
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 def request_stop(cluster: q_cluster.Cluster, stopping: Stopping) -> None:

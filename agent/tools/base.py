@@ -126,6 +126,9 @@ class Tool(ABC):
     # The most seconds one call may take before the registry stops it and tells the model;
     # None for a tool that bounds its own calls (exec, MCP tools) or runs a whole agent.
     time_limit: float | None = DEFAULT_TIME_LIMIT
+    # Whether a call may run at the same time as the other calls of one model answer: it
+    # changes nothing that they could read or change (a read, a listing, a web request).
+    parallel_safe: bool = False
 
     @abstractmethod
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:

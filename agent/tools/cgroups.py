@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.processes import alive
+
 logger = logging.getLogger(__name__)
 
 PARENT_NAME = "agentsite-exec"
@@ -178,7 +180,7 @@ def _remove_stale(folders: set[Path]) -> None:
         with contextlib.suppress(OSError):
             for child in folder.iterdir():
                 owner = child.name.partition("-")[0]
-                if child.is_dir() and owner.isdigit() and not _alive(int(owner)):
+                if child.is_dir() and owner.isdigit() and not alive(int(owner)):
                     _kill_members(child)
                     Cgroup((child,)).remove()
 
@@ -188,13 +190,3 @@ def _kill_members(cgroup: Path) -> None:
         for pid in (cgroup / "cgroup.procs").read_text().split():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

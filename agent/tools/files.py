@@ -54,6 +54,7 @@ def _put(fence: Workspace, target: Path, path: str, data: bytes, flags: int) -> 
 
 class ReadFileTool(_WorkspaceTool):
     name = "read_file"
+    parallel_safe = True
     description = (
         "Read a text file from the workspace. Returns numbered lines (cat -n style). "
         f"Reads up to {DEFAULT_READ_LINES} lines by default; use offset (1-based line number) "
@@ -247,6 +248,7 @@ class EditFileTool(_WorkspaceTool):
 
 class ListDirTool(_WorkspaceTool):
     name = "list_dir"
+    parallel_safe = True
     description = (
         "List a directory in the workspace. Folders end with '/'. Set recursive to list "
         "everything below it. VCS folders, caches and virtualenvs are skipped."
@@ -315,6 +317,7 @@ def _capped_listing(entries: list[str], cap: int, noun: str) -> str:
 
 class GlobTool(_WorkspaceTool):
     name = "glob"
+    parallel_safe = True
     description = (
         "Find files by name pattern, e.g. '**/*.py' (any depth) or 'src/*.js'. Matches are "
         "relative to path (default: the workspace root), sorted; folders end with '/'."

@@ -64,6 +64,11 @@ class ToolRegistry:
     def has(self, name: str) -> bool:
         return name in self._tools
 
+    def parallel_safe(self, name: str) -> bool:
+        """Whether a call of ``name`` may run beside the other calls of its answer."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.parallel_safe
+
     def names(self) -> list[str]:
         return list(self._tools)
 
@@ -193,6 +198,9 @@ class TurnTools:
 
     def definitions(self) -> list[dict[str, Any]]:
         return self.registry.definitions()
+
+    def parallel_safe(self, name: str) -> bool:
+        return self.registry.parallel_safe(name)
 
     async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str:
         return await self.registry.execute(name, arguments, self.ctx)

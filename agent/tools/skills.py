@@ -11,6 +11,7 @@ from agent.tools.base import Tool, ToolContext, ToolError
 
 class ReadSkillTool(Tool):
     name = "read_skill"
+    parallel_safe = True
     description = (
         "Read a skill (instructions for a kind of task) in full, by its name from the Skills "
         "list of the system prompt."

@@ -45,6 +45,7 @@ class WebSettings:
 
 class WebSearchTool(Tool):
     name = "web_search"
+    parallel_safe = True
     parameters = {
         "type": "object",
         "properties": {
@@ -142,6 +143,7 @@ class WebSearchTool(Tool):
 
 class WebFetchTool(Tool):
     name = "web_fetch"
+    parallel_safe = True
     parameters = {
         "type": "object",
         "properties": {

@@ -48,6 +48,7 @@ class McpTool(Tool):
         name: str,
         description: str,
         parameters: dict[str, Any],
+        parallel_safe: bool = False,
     ) -> None:
         self._hub = hub
         self.server = server
@@ -55,6 +56,7 @@ class McpTool(Tool):
         self.name = name
         self.description = description
         self.parameters = parameters
+        self.parallel_safe = parallel_safe
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         try:
@@ -84,6 +86,8 @@ def make_tools(
                 name=name,
                 description=f"[MCP server '{config.name}'] {summary}",
                 parameters=_object_schema(remote.input_schema),
+                # Only on the server's word that the tool changes nothing.
+                parallel_safe=bool(remote.annotations and remote.annotations.read_only_hint),
             )
         )
     return tuple(tools)
