@@ -68,6 +68,7 @@ def park_run(
     run: Run,
     pending: Sequence[PendingCall],
     timeout: int,
+    stopped_result: str,
     iterations: int,
     tools_used: list[str],
     usage: dict[str, int],
@@ -76,8 +77,8 @@ def park_run(
 ) -> list[Approval] | None:
     """Leave the running `run` waiting for answers to `pending`, each for `timeout`
     seconds, after saving its last `messages`; what it did so far is recorded as
-    `finish_run` records it. None when it was asked to stop meanwhile (or is gone): it is
-    not left waiting, and the caller ends it as stopped."""
+    `finish_run` records it. None when it was asked to stop meanwhile (it ends cancelled,
+    each call without a result answered `stopped_result`) or is gone."""
     if messages:
         services.add_messages(session=run.session, run=run, messages=messages)
     now = timezone.now()
@@ -90,13 +91,12 @@ def park_run(
         # Since when it waits; the sweep's `take_runs_to_resume` reads it.
         "last_alive": now,
     }
-    running = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, cancel_requested=False)
-    if not running.update(**fields):
+    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**fields):
         return None
     for name, value in fields.items():
         setattr(run, name, value)
     deadline = now + timedelta(seconds=timeout)
-    return Approval.objects.bulk_create(
+    approvals = Approval.objects.bulk_create(
         Approval(
             run=run,
             call_id=call.call_id,
@@ -107,6 +107,11 @@ def park_run(
         )
         for call in pending
     )
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        # A stop that came as it began to wait, which no process would see any more.
+        cancel_waiting(result=stopped_result, error="stopped by the user", run_id=run.pk)
+        return None
+    return approvals
 
 
 @transaction.atomic

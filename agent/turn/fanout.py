@@ -45,6 +45,8 @@ SHARED_TYPES = frozenset(
         "subagent_spawned",
         "subagent_completed",
         "cron_executed",
+        "approval_request",
+        "approval_resolved",
     }
 )
 HANDLER = "session.event"

@@ -2,7 +2,8 @@
 
 `TurnRunner` gathers the turn's parts (history, tools bound to the turn, the model, the
 prompt), runs the loop, and closes the record however the turn ends: finished, stopped,
-crashed, or with its session deleted under it.
+crashed, with its session deleted under it, or waiting for a person (`agent.turn.waiting`),
+from where a runner of the same run goes on once the answers are in.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
-from agent.turn import consolidation, live, store
+from agent.turn import consolidation, live, store, waiting
+from agent.turn.approvals import gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
@@ -38,6 +40,7 @@ from agent.turn.toolbox import turn_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
+from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +70,11 @@ class TurnRunner:
         conf: AgentSettings,
         run_recorded: RunRecorded,
         reply_to: Session | None = None,
+        resuming: waiting.Resumption | None = None,
     ) -> None:
         self.session = session
+        # A turn that waited for a person and goes on: what it had done until then.
+        self.resuming = resuming
         self.run = run
         self.run_id = str(run.pk)
         self.content = content
@@ -78,7 +84,7 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
-        self.log = MessageLog(session, run)
+        self.log = MessageLog(session, run, numbered=resuming.last_seq if resuming else 0)
         self.profile = profile_for(run.channel)
         self.owner = owner
         owner_id = owner.pk if owner else None
@@ -123,16 +129,20 @@ class TurnRunner:
             else []
         )
         await self.emit(ThinkingStarted(run_id=self.run_id))
-        # The user's words as stored: other tabs show them, and a page that was still
-        # loading its history when the message left gets it back. A system announcement is
-        # the model's input but no one's words: clients show it as a note.
-        role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
-        await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
+        if self.resuming is not None:
+            await waiting.announce_answers(self.resuming, self.emit)
+        else:
+            # The user's words as stored: other tabs show them, and a page that was still
+            # loading its history when the message left gets it back. A system announcement
+            # is the model's input but no one's words: clients show it as a note.
+            role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
+            await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
         task = asyncio.current_task()
         assert task is not None  # a turn is always awaited inside a task
         unwatch = watch_run(self.run.pk, task)
         try:
-            await self.log.add({"role": "user", "content": self.content}, None)
+            if self.resuming is None:
+                await self.log.add({"role": "user", "content": self.content}, None)
             outcome = await self._converse(history)
         except asyncio.CancelledError:
             unwatch()  # it must not cancel the turn a second time while it closes
@@ -197,8 +207,12 @@ class TurnRunner:
         registry = await turn_registry(self.conf)
         tools = registry.without(self.profile.hidden_tools).for_turn(self.ctx)
         llm = LLM(llm_config(self.conf, self.model))
-        system = {"role": "system", "content": await self._system_prompt(tools.names())}
-        user = context.user_message(self.content, now=timezone.localtime())
+        skills = await store.offered_skills(
+            workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
+        )
+        system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
+        started = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
+        user = context.user_message(self.content, now=started)
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
@@ -211,21 +225,34 @@ class TurnRunner:
             else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
+            gate=await gate_for(
+                conf=self.conf,
+                session=self.session,
+                owner_id=self.ctx.owner_id,
+                skill_tools=[name for skill in skills for name in skill.approve_tools],
+                profile=self.profile,
+            ),
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
         history = budget.repair(raw_history)
         self.history_share = (counter.messages(history), fitter.limit)
-        outcome = await self.loop.run(system, history, user)
+        if self.resuming is not None:
+            outcome = await self.loop.resume(
+                system,
+                history,
+                [user, *self.resuming.messages[1:]],
+                waiting.verdicts_of(self.resuming, self.conf),
+                done=self.resuming.done,
+            )
+        else:
+            outcome = await self.loop.run(system, history, user)
         await self.log.flush()
         return outcome
 
-    async def _system_prompt(self, tool_names: list[str]) -> str:
+    async def _system_prompt(self, tool_names: list[str], skills: list[SkillEntry]) -> str:
         if self.profile.subagent:
             return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
-        skills = await store.offered_skills(
-            workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
-        )
         remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
         summary = await store.latest_summary(session_id=self.session.pk)
         return context.system_prompt(
@@ -290,6 +317,8 @@ class TurnRunner:
             # after it lost the lock: saving it could interleave with the next turn's.
             messages = []
         status: str = Run.Status.CANCELLED if cancelled else outcome.status
+        if status == Run.Status.WAITING:
+            return await self._wait(outcome, messages)
         try:
             await self._finish(outcome, status, messages, cancelled=cancelled)
         except SessionDeleted:
@@ -318,6 +347,37 @@ class TurnRunner:
             error=outcome.error,
             error_kind=outcome.error_kind,
             delivered=succeeded and bool(self.delivery.said),
+        )
+
+    async def _wait(self, outcome: LoopResult, messages: list[Entry]) -> TurnResult:
+        """Leave the run waiting for a person's answers, and ask every socket of the
+        session; a turn stopped meanwhile ends stopped instead."""
+        try:
+            asked = await waiting.park(self.run, outcome, messages, conf=self.conf)
+        except SessionDeleted:
+            logger.info("the session of run %s was deleted as it began to wait", self.run_id)
+            asked = None
+        except TurnSuperseded:
+            lost = self._lost()
+            await self._finish(lost, Run.Status.FAILED, [], cancelled=False)
+            await self.emit(ThinkingFinished(run_id=self.run_id))
+            return TurnResult(self.session.key, lost.text, Run.Status.FAILED, self.run_id)
+        if asked is not None:
+            for request in asked:
+                await self.emit(request)
+        await self.emit(ThinkingFinished(run_id=self.run_id))
+        return TurnResult(
+            session_key=self.session.key,
+            text="" if asked is not None else STOPPED_TEXT,
+            status=Run.Status.WAITING if asked is not None else Run.Status.CANCELLED,
+            run_id=self.run_id,
+            iterations=outcome.iterations,
+            tools_used=outcome.tools_used,
+            usage=outcome.usage,
+            pending=[
+                {"id": request.id, "name": request.name, "arguments": request.arguments}
+                for request in asked or []
+            ],
         )
 
     async def _finish(
