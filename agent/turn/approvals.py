@@ -101,8 +101,8 @@ def verdicts(answers: Iterable[Approval], *, timeout: int) -> Verdicts:
             found[approval.call_id] = None
         elif approval.status == Approval.Status.EXPIRED:
             found[approval.call_id] = (
-                f"Error: the user declined {call}: no answer came within {timeout} seconds, "
-                "so it did not run."
+                f"Error: the user declined {call}: no answer came within {timeout} "
+                f"second{'s' if timeout != 1 else ''}, so it did not run."
             )
         else:
             found[approval.call_id] = (
