@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.events import Event, MessageEvent, StreamChunk, StreamEnd, Thinking, ToolCallEvent
@@ -26,6 +27,25 @@ def tool_hint(name: str, arguments: Any) -> str:
             parts.append(f"{key}={text!r}" if isinstance(value, str) else f"{key}={text}")
         return f"{name}({', '.join(parts)})"
     return f"{name}({str(arguments)[:HINT_ARGUMENT_CHARS]})"
+
+
+def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:
+    """Ask on the terminal whether a call that waits for approval may run: whether it may,
+    and whether its tool may from now on in this session ("always"). No answer (end of
+    input, Ctrl-C) is a no."""
+    hint = tool_hint(call["name"], call["arguments"])
+    while True:
+        try:
+            answer = input(f"  ? Allow {hint}? [y]es / [n]o / [a]lways: ").strip().lower()
+        except (EOFError, KeyboardInterrupt):
+            sys.stdout.write("\n")
+            return False, False
+        if answer in ("y", "yes"):
+            return True, False
+        if answer in ("a", "always"):
+            return True, True
+        if answer in ("n", "no"):
+            return False, False
 
 
 class PlainPrinter:

@@ -173,7 +173,10 @@ async def answer_approval(
     theirs or no longer waits."""
     run: Run | None
     if run_id is not None:
-        run = await store.find_run(run_id=run_id, owner=owner)
+        run = await store.get_run(run_id=run_id)
+        owner_id = owner.pk if owner is not None else None
+        if run is not None and run.session.owner_id != owner_id:
+            run = None  # another user's, or (with no owner) a user's and not the terminal's
     elif session_id is not None:
         approval = await store.approval_in_session(session_id=session_id, call_id=call_id)
         run = approval.run if approval is not None else None

@@ -117,7 +117,6 @@ answers_of = on_db(approvals.answers_of)
 run_messages = on_db(approvals.run_messages)
 approval_in_session = on_db(approvals.approval_in_session)
 user_approve_tools = on_db(approvals.user_approve_tools)
-find_run = on_db(selectors.find_run)
 
 
 @on_db
