@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app.models import Memory, Message, Run, Session
+from sessions_app.models import Approval, Memory, Message, Run, Session, UserPreferences
 
 LATEST = 20
 
@@ -55,6 +55,8 @@ class SessionAdmin(admin.ModelAdmin):
         "owner",
         "title",
         "model",
+        "approve_tools",
+        "allowed_tools",
         "last_consolidated",
         "created",
         "updated",
@@ -113,6 +115,22 @@ class MessageAdmin(admin.ModelAdmin):
         return (obj.content or "")[:100]
 
 
+class ApprovalInline(admin.TabularInline):
+    """The run's tool calls that waited for a person, and how each was answered."""
+
+    model = Approval
+    extra = 0
+    can_delete = False
+    fields = ("call_id", "name", "arguments", "status", "always", "deadline", "answered")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = (
@@ -125,10 +143,12 @@ class RunAdmin(admin.ModelAdmin):
         "cost",
         "duration",
     )
+    # `status` "waiting": the turns waiting for a person's answers (shown on each run).
     list_filter = ("status", "channel", "model")
     search_fields = ("id", "session__key", "prompt", "text", "error")
     list_select_related = ("session",)
     readonly_fields = [f.name for f in Run._meta.fields] + ["duration"]
+    inlines = (ApprovalInline,)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -144,3 +164,30 @@ class MemoryAdmin(admin.ModelAdmin):
     search_fields = ("content", "session__key", "owner__username")
     raw_id_fields = ("owner", "session")
     readonly_fields = ("created", "updated")
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """Every tool call that waited for a person; `pending` ones wait now."""
+
+    list_display = ("created", "name", "status", "run", "deadline", "answered", "answered_by")
+    list_filter = ("status", "name")
+    search_fields = ("call_id", "name", "run__session__key")
+    list_select_related = ("run__session", "answered_by")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(UserPreferences)
+class UserPreferencesAdmin(admin.ModelAdmin):
+    """What each user adds to the tools that wait for their yes."""
+
+    list_display = ("user", "approve_tools", "updated")
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("updated",)
