@@ -10,6 +10,7 @@ import { Composer } from "./composer.js";
 import { Attach } from "./attach.js";
 import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
+import { Approvals } from "./approvals.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
@@ -117,9 +118,16 @@ new Attach(
   },
 );
 
+const approvals = new Approvals({
+  conv,
+  send: (frame) => socket.send(frame),
+  notice: (message) => notice(message),
+});
+
 const frames = new Frames({
   conv,
   composer,
+  approvals,
   setRunning,
   onHistory,
   notice,
@@ -218,6 +226,7 @@ function setFatal(message) {
 function onHistory(f) {
   // (the socket has already marked the connection open)
   if (f.model) state.model = f.model;
+  approvals.clear();
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
   updateHeader();
@@ -269,6 +278,7 @@ function switchChat(chat, { push = true } = {}) {
   state.outbox = [];
   state.model = "";
   frames.reset();
+  approvals.clear();
   dom.fatal.hidden = true;
   composer.unlock();
   conv.reset();
