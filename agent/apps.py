@@ -32,7 +32,7 @@ class AgentConfig(AppConfig):
         from django.contrib.auth import get_user_model
 
         from agent import accounts
-        from agent.checks import check_tools
+        from agent.checks import check_hooks, check_tools
         from agent.turn import on_session_deleted
         from sessions_app.models import Session
 
@@ -45,8 +45,9 @@ class AgentConfig(AppConfig):
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")
         post_migrate.connect(_ensure_schedules, sender=django_q, dispatch_uid="agent.schedules")
-        # A tool that cannot load stops the site at start-up, not at its first turn.
+        # A tool or a hook that cannot load stops the site at start-up, not at its first turn.
         checks.register(check_tools)
+        checks.register(check_hooks)
         from django_q.signals import pre_execute
 
         pre_execute.connect(_relay_from_worker, dispatch_uid="agent.relay_from_worker")

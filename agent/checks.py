@@ -1,6 +1,7 @@
-"""Settings that are checked before anything starts: `manage.py check` reports them, and every
-way of starting the site (`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to
-start on them with one line per problem, not a traceback and not a failure at the first turn.
+"""Settings that are checked before anything starts (the tools `AGENT_TOOLS` names, the
+operator's hooks): `manage.py check` reports them, and every way of starting the site
+(`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to start on them with one
+line per problem, not a traceback and not a failure at the first turn.
 
 Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
 """
@@ -13,11 +14,18 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 TOOLS_ERROR = "agent.E001"
+HOOKS_ERROR = "agent.E002"
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The system check: an Error for each `AGENT_TOOLS` entry that gives no tool."""
     return [checks.Error(problem, id=TOOLS_ERROR) for problem in tool_problems()]
+
+
+def check_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: an Error for each problem of the hooks file and each `AGENT_HOOKS`
+    entry that gives no function."""
+    return [checks.Error(problem, id=HOOKS_ERROR) for problem in hook_problems()]
 
 
 def tool_problems() -> list[str]:
@@ -30,10 +38,26 @@ def tool_problems() -> list[str]:
     return problems_of(agent_settings())
 
 
-def require_tools() -> None:
-    """Refuse to go on while an `AGENT_TOOLS` entry gives no tool; manage.py prints the
-    reason as one line (`ImproperlyConfigured`)."""
-    problems = tool_problems()
+def hook_problems() -> list[str]:
+    from agent.conf import agent_settings
+
+    conf = agent_settings()
+    if not (conf.hooks or conf.hooks_file or (conf.workspace / "hooks.json").exists()):
+        return []  # the usual case costs no import
+    from agent.turn import hook_problems as problems_of
+
+    return problems_of(conf)
+
+
+def setting_problems() -> list[str]:
+    """What the checks below report, as lines."""
+    return [*tool_problems(), *hook_problems()]
+
+
+def require_settings() -> None:
+    """Refuse to go on while an `AGENT_TOOLS` entry gives no tool or the hooks are broken;
+    manage.py prints the reason as one line (`ImproperlyConfigured`)."""
+    problems = setting_problems()
     if problems:
         raise ImproperlyConfigured("; ".join(problems))
 

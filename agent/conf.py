@@ -150,6 +150,20 @@ SETTINGS: tuple[Setting, ...] = (
         "approval_timeout",
     ),
     Setting(
+        "AGENT_HOOKS_FILE",
+        "str",
+        "",
+        "JSON file of the operator's hook commands (<workspace>/hooks.json)",
+        "hooks_file",
+    ),
+    Setting(
+        "AGENT_HOOKS",
+        "list",
+        [],
+        "Python hook functions (package.module:function) called with every hook event",
+        "hooks",
+    ),
+    Setting(
         "AGENT_RESTRICT_TO_WORKSPACE",
         "bool",
         True,
@@ -290,6 +304,8 @@ class AgentSettings:
     tools: tuple[str, ...]
     approve_tools: tuple[str, ...]
     approval_timeout: int
+    hooks_file: str
+    hooks: tuple[str, ...]
     restrict_to_workspace: bool
     exec_timeout: int
     exec_network: bool
@@ -320,6 +336,7 @@ def agent_settings() -> AgentSettings:
     declared["workspace"] = Path(declared["workspace"]).resolve()
     declared["tools"] = tuple(declared["tools"])
     declared["approve_tools"] = tool_patterns.parse(declared["approve_tools"])
+    declared["hooks"] = tuple(declared["hooks"])
     return AgentSettings(
         **declared,
         models=_allowed_models(declared["model"], declared["model_choices"]),

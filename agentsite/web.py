@@ -36,15 +36,15 @@ def main() -> None:
 
 
 def refuse_bad_settings() -> None:
-    """Exit with one line if the site's settings name tools that do not load: daphne would
-    serve anyway, and every turn would fail."""
+    """Exit with one line if the site's settings name tools or hooks that do not load:
+    daphne would serve anyway, and every turn would fail or run without them."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     django.setup()
-    from agent.checks import tool_problems
+    from agent.checks import setting_problems
 
-    problems = tool_problems()
+    problems = setting_problems()
     if problems:
         sys.exit(f"error: {'; '.join(problems)}")
 

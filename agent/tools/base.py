@@ -13,6 +13,7 @@ from agent.tools.tool_errors import ToolError
 
 if TYPE_CHECKING:
     from agent.tools.guards.fence import Workspace
+    from agent.tools.hooks import TurnHooks
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ class ToolContext:
     # The folder the turn's user works in, fenced; None outside a turn, where a tool keeps
     # to the workspace it was made with.
     workspace: Workspace | None = None
+    # The operator's hooks that see the turn's tool calls; None when there are none.
+    hooks: TurnHooks | None = None
 
     @classmethod
     def detached(cls, channel: str = "direct") -> ToolContext:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import failures
 from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.hooks import HookBlocked, blocked_text
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -140,9 +141,31 @@ class ToolRegistry:
         args, problem = _parse_arguments(arguments)
         if problem is not None:
             return f"Error: arguments for '{name}' are not valid JSON: {problem}"
+        invalid = self._invalid(tool, args)
+        if invalid is not None:
+            return invalid
 
+        ctx = ctx or ToolContext.detached()
+        hooks = ctx.hooks
+        if hooks is None or not hooks.watches(name):
+            return await self._run(tool, args, ctx)
+        # The operator's hooks see calls the schema allows, and what they pass on must be
+        # allowed too.
+        try:
+            hooked = await hooks.before_tool(name, args)
+        except HookBlocked as exc:
+            return blocked_text(str(exc))
+        if hooked is not args:
+            invalid = self._invalid(tool, hooked, "as a hook rewrote them")
+            if invalid is not None:
+                return invalid
+        return await hooks.after_tool(name, hooked, await self._run(tool, hooked, ctx))
+
+    def _invalid(self, tool: Tool, args: dict[str, Any], how: str = "") -> str | None:
+        """Why `args` do not fit `tool`'s schema, as the model reads it; None when they do."""
         from jsonschema.exceptions import SchemaError, best_match
 
+        name = tool.name
         try:
             validator = self._validator(tool)
         except SchemaError as exc:
@@ -150,14 +173,18 @@ class ToolRegistry:
             return f"Error: tool '{name}' has an invalid parameters schema: {exc.message}"
 
         error = best_match(validator.iter_errors(args))
-        if error is not None:
-            where = "/".join(str(part) for part in error.absolute_path) or "<root>"
-            return f"Error: invalid arguments for '{name}': {where}: {error.message}"
+        if error is None:
+            return None
+        where = "/".join(str(part) for part in error.absolute_path) or "<root>"
+        how = f" ({how})" if how else ""
+        return f"Error: invalid arguments for '{name}'{how}: {where}: {error.message}"
 
+    async def _run(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = tool.name
         limit = asyncio.timeout(tool.time_limit)
         try:
             async with limit:
-                result = await tool.execute(ctx or ToolContext.detached(), **args)
+                result = await tool.execute(ctx, **args)
         except asyncio.CancelledError:
             raise
         except TimeoutError:

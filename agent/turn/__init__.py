@@ -33,7 +33,8 @@ What a door may ask for, and what it gets back:
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait.
 - List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
-  `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything.
+  `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything;
+  `hook_problems(conf)`: what is wrong with the operator's hooks (file and functions).
 - Do background work (the jobs layer, `manage.py heartbeat`): `run_cron_job`,
   `report_dead_cron_runs`, `run_spawned_subagent`, `announce_subagent`,
   `heartbeat_users` and `user_heartbeat`, `consolidate_session` (coroutines that return
@@ -91,7 +92,7 @@ if TYPE_CHECKING:
         unfinished_run,
     )
     from agent.turn.subagent_runs import announce_subagent, run_spawned_subagent
-    from agent.turn.toolbox import known_tool_names, tool_problems, turn_registry
+    from agent.turn.toolbox import hook_problems, known_tool_names, tool_problems, turn_registry
     from agent.turn.watch import watched_runs
 
 # The module of the package each name of the interface lives in.
@@ -133,7 +134,7 @@ _PLACES = {
         "unfinished_run",
     ),
     "subagent_runs": ("announce_subagent", "run_spawned_subagent"),
-    "toolbox": ("known_tool_names", "tool_problems", "turn_registry"),
+    "toolbox": ("hook_problems", "known_tool_names", "tool_problems", "turn_registry"),
     "watch": ("watched_runs",),
 }
 _MODULE_OF = {name: module for module, names in _PLACES.items() for name in names}
@@ -161,6 +162,7 @@ __all__ = [
     "get_run",
     "has_running_turn",
     "heartbeat_users",
+    "hook_problems",
     "is_command",
     "is_running_here",
     "join_stream",

@@ -26,6 +26,7 @@ from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
+from agent.tools.hooks import TurnHooks
 from agent.turn import consolidation, live, store, waiting
 from agent.turn.approvals import gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
@@ -36,7 +37,7 @@ from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
-from agent.turn.toolbox import turn_registry
+from agent.turn.toolbox import turn_hooks, turn_registry
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
@@ -94,6 +95,18 @@ class TurnRunner:
         # What the model streams passes here: a reply that repeats a message the model
         # already sent this conversation is not streamed to it a second time.
         self.screen = RepeatScreen(self.delivery, emit)
+        hooks = turn_hooks(conf)
+        self.hooks = (
+            TurnHooks(
+                hooks,
+                session=session.key,
+                user=owner.get_username() if owner else None,
+                run_id=self.run_id,
+                channel=run.channel,
+            )
+            if hooks
+            else None
+        )
         self.ctx = ToolContext(
             session_key=session.key,
             channel=run.channel,
@@ -107,6 +120,7 @@ class TurnRunner:
             if self.profile.schedules
             else None,
             workspace=Workspace(self.folder, restrict=conf.restrict_to_workspace),
+            hooks=self.hooks,
         )
         self.loop: AgentLoop | None = None
         # What the history cost of what a model call may send, once the turn has started.
@@ -143,6 +157,9 @@ class TurnRunner:
         try:
             if self.resuming is None:
                 await self.log.add({"role": "user", "content": self.content}, None)
+                # Once a turn: one that waited for a person goes on, it does not start again.
+                if self.hooks is not None:
+                    await self.hooks.turn_start(self.content)
             outcome = await self._converse(history)
         except asyncio.CancelledError:
             unwatch()  # it must not cancel the turn a second time while it closes
@@ -335,6 +352,15 @@ class TurnRunner:
         if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
+            )
+        if self.hooks is not None:
+            # After the run is recorded and its answer sent: a slow hook delays neither.
+            await self.hooks.turn_end(
+                status=str(status),
+                text=outcome.text,
+                error=outcome.error,
+                iterations=outcome.iterations,
+                tools_used=outcome.tools_used,
             )
         return TurnResult(
             session_key=self.session.key,

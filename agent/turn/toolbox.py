@@ -1,18 +1,22 @@
-"""The process's tool registry: the built-in tools and the ones `AGENT_TOOLS` names.
+"""The process's tool registry: the built-in tools and the ones `AGENT_TOOLS` names; and
+the operator's hooks that see each turn's tool calls.
 
 Made once and kept while the settings that shape it stay the same, so a turn pays nothing
 for it and long-lived clients held by tools survive from turn to turn; each turn binds its
-own context to it (`ToolRegistry.for_turn`).
+own context to it (`ToolRegistry.for_turn`). The hooks file is looked at once per turn (a
+`stat`) and read again when it changed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from agent.conf import AgentSettings
 from agent.tools import Limits, ToolRegistry, WebSettings, build_registry
+from agent.tools.hook_config import HookSet, load_hooks
 from agent.tools.mcp import McpServerConfig, mcp_hub
 from agent.tools.registry import load_tools
 from agent.turn import store
@@ -91,6 +95,28 @@ def tool_problems(conf: AgentSettings) -> list[str]:
     if not conf.tools:
         return []
     return load_tools(conf.tools, taken=_built_in(conf).names())[1]
+
+
+def turn_hooks(conf: AgentSettings) -> HookSet:
+    """The hooks a turn starting now runs. A broken hooks file, or a hook function that
+    cannot be imported, is logged and left out: start-up refuses them (`hook_problems`),
+    and a file edited while the site runs must not fail every turn."""
+    hooks, problems = _hooks(conf)
+    for problem in problems:
+        logger.error("%s; the turn runs without it", problem)
+    return hooks
+
+
+def hook_problems(conf: AgentSettings) -> list[str]:
+    """One line for each problem of the hooks file and each `AGENT_HOOKS` entry that gives
+    no function, saying which and why."""
+    return _hooks(conf)[1]
+
+
+def _hooks(conf: AgentSettings) -> tuple[HookSet, list[str]]:
+    if conf.hooks_file:  # named on purpose: it must be there
+        return load_hooks(Path(conf.hooks_file).resolve(), conf.hooks, required=True)
+    return load_hooks(conf.workspace / "hooks.json", conf.hooks, required=False)
 
 
 async def turn_registry(conf: AgentSettings) -> ToolRegistry:

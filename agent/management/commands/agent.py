@@ -15,7 +15,7 @@ from uuid import UUID
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agent.checks import require_tools
+from agent.checks import require_settings
 from agent.conf import agent_settings
 from agent.doors.terminal import PlainPrinter, RichPrinter, ask_approval, tool_hint
 from agent.events import Emit
@@ -68,9 +68,9 @@ class Command(BaseCommand):
                 allowed_model(options["model"], agent_settings())
             except TurnError as exc:
                 raise CommandError(str(exc), returncode=2) from None
-        # Its system checks are left out (see above), but not this one: a wrong AGENT_TOOLS
-        # entry refuses the command in one line rather than failing the turn.
-        require_tools()
+        # Its system checks are left out (see above), but not these: a wrong AGENT_TOOLS entry
+        # or a broken hooks file refuses the command in one line rather than failing the turn.
+        require_settings()
         if options["verbosity"] < 2:
             # The terminal shows retries and failures itself; log lines would repeat them.
             logging.getLogger("agent").setLevel(logging.ERROR)
