@@ -1,7 +1,8 @@
 """Settings that are checked before anything starts (the tools `AGENT_TOOLS` names, the
-operator's hooks): `manage.py check` reports them, and every way of starting the site
-(`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to start on them with one
-line per problem, not a traceback and not a failure at the first turn.
+operator's hooks, the tools `AGENT_APPROVE_TOOLS` names): `manage.py check` reports them,
+and every way of starting the site (`serve`, `python -m agentsite.web`, `qcluster`,
+`agent`) refuses to start on them with one line per problem, not a traceback and not a
+failure at the first turn.
 
 Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
 """
@@ -15,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 TOOLS_ERROR = "agent.E001"
 HOOKS_ERROR = "agent.E002"
+APPROVALS_ERROR = "agent.E003"
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -26,6 +28,20 @@ def check_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
     """The system check: an Error for each problem of the hooks file and each `AGENT_HOOKS`
     entry that gives no function."""
     return [checks.Error(problem, id=HOOKS_ERROR) for problem in hook_problems()]
+
+
+def check_approvals(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: an Error for each `AGENT_APPROVE_TOOLS` entry that is no tool name
+    or glob, which would make no tool wait (a typo there is a gate left open)."""
+    return [checks.Error(problem, id=APPROVALS_ERROR) for problem in approval_problems()]
+
+
+def approval_problems() -> list[str]:
+    from agent import tool_patterns
+    from agent.conf import agent_settings
+
+    found = tool_patterns.problems(list(agent_settings().approve_tools))
+    return [f"AGENT_APPROVE_TOOLS: {problem}" for problem in found]
 
 
 def tool_problems() -> list[str]:
@@ -51,7 +67,7 @@ def hook_problems() -> list[str]:
 
 def setting_problems() -> list[str]:
     """What the checks below report, as lines."""
-    return [*tool_problems(), *hook_problems()]
+    return [*tool_problems(), *hook_problems(), *approval_problems()]
 
 
 def require_settings() -> None:

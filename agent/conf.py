@@ -15,8 +15,6 @@ from typing import Any, Literal
 
 from django.conf import settings
 
-from agent import tool_patterns
-
 Kind = Literal["str", "int", "float", "bool", "list"]
 
 
@@ -335,7 +333,10 @@ def agent_settings() -> AgentSettings:
     declared: dict[str, Any] = {spec.field: getattr(settings, spec.name) for spec in SETTINGS}
     declared["workspace"] = Path(declared["workspace"]).resolve()
     declared["tools"] = tuple(declared["tools"])
-    declared["approve_tools"] = tool_patterns.parse(declared["approve_tools"])
+    # Each entry as given: one that is no name or glob stops the site (`agent.checks`).
+    declared["approve_tools"] = tuple(
+        dict.fromkeys(item.strip() for item in declared["approve_tools"] if item.strip())
+    )
     declared["hooks"] = tuple(declared["hooks"])
     return AgentSettings(
         **declared,

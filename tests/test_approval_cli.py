@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.tools.guards.folders import user_folder
+from tests.conftest import run_manage
 from tests.llm_server import ScriptedLLM
 from tests.test_cli import Run, add_accounts, cli  # noqa: F401  (the fixture)
 
@@ -70,3 +71,18 @@ def test_a_chat_asks_on_the_terminal(
     assert (folder / "d.txt").read_text() == "D" and (folder / "e.txt").read_text() == "E"
     declined = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert declined[-1]["content"].startswith("Error: the user declined write_file(")
+
+
+def test_an_entry_that_names_no_tool_stops_the_command(
+    cli: Run,  # noqa: F811
+    llm: ScriptedLLM,
+    site_env: dict[str, str],
+) -> None:
+    """A typo would leave the gate open: the site does not start on it."""
+    result = cli("-m", "hello", AGENT_APPROVE_TOOLS="exec;, write_file")
+    assert result.returncode != 0
+    assert "AGENT_APPROVE_TOOLS: 'exec;' is not a tool name or glob" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert llm.requests == []
+    check = run_manage({**site_env, "AGENT_APPROVE_TOOLS": "exec;"}, "check")
+    assert check.returncode != 0 and "agent.E003" in check.stderr
