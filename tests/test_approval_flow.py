@@ -83,3 +83,120 @@ async def test_a_declined_call_tells_the_model(llm: ScriptedLLM, settings: Any) 
         lambda: list(Approval.objects.values_list("status", flat=True))
     )()
     assert approvals == ["declined"]
+
+
+async def test_users_sessions_and_skills_add_tools_that_wait(
+    llm: ScriptedLLM, settings: Any, workspace: Path
+) -> None:
+    from sessions_app import approvals, services
+    from skills_app.models import Skill
+
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    skill = workspace / "skills" / "deploy" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: deploy\ndescription: Deploys.\napprove_tools: [glob]\n---\nGo.")
+    await sync_to_async(Skill.objects.create)(
+        name="fetching", description="Fetches.", content="Fetch.", approve_tools=["web_*"]
+    )
+    await sync_to_async(approvals.set_user_approve_tools)(user=ada, tools=["list_dir"])
+    session = await sync_to_async(services.get_or_create_session)(key="web:add", owner=ada)
+    await sync_to_async(services.set_session_tools)(
+        session=session, approve_tools=["read_file"], allowed_tools=["web_fetch"]
+    )
+    llm.tool_calls(
+        [
+            ("edit_file", {"path": "a", "old_text": "x", "new_text": "y"}),  # runs
+            ("list_dir", {"path": "."}),  # the user's
+            ("read_file", {"path": "a"}),  # the session's
+            ("glob", {"pattern": "*"}),  # the workspace skill's
+            ("web_search", {"query": "q"}),  # the database skill's
+            ("web_fetch", {"url": "http://127.0.0.1:9/"}),  # allowed "always" here
+        ]
+    )
+    result = await run_turn(SessionRef("web:add", owner=ada), "go", channel="web")
+    assert result.status == "waiting"
+    assert [call["name"] for call in result.pending] == [
+        "list_dir",
+        "read_file",
+        "glob",
+        "web_search",
+    ]
+
+
+async def test_always_allows_the_runs_other_calls_of_the_tool_and_the_session(
+    llm: ScriptedLLM, settings: Any
+) -> None:
+    settings.AGENT_APPROVE_TOOLS = ["list_dir", "glob"]
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    llm.tool_calls(
+        [("list_dir", {"path": "."}), ("glob", {"pattern": "*"}), ("list_dir", {"path": "."})]
+    )
+    llm.reply("Listed.")
+    result = await run_turn(SessionRef("web:al", owner=ada), "list", channel="web")
+    first, second, third = (call["id"] for call in result.pending)
+
+    answer = await answer_approval(
+        owner=ada, run_id=result.run_id, call_id=first, allow=True, always=True
+    )
+    assert not answer.ready  # glob still waits; the second list_dir was allowed with it
+    statuses = await sync_to_async(
+        lambda: dict(Approval.objects.values_list("call_id", "status"))
+    )()
+    assert statuses == {first: "allowed", second: "pending", third: "allowed"}
+    assert (await resume_turn(result.run_id)) is None  # not while a call waits
+    answer = await answer_approval(owner=ada, run_id=result.run_id, call_id=second, allow=False)
+    assert answer.ready
+    resumed = await resume_turn(result.run_id)
+    assert resumed is not None and resumed.status == "succeeded"
+    assert (await resume_turn(result.run_id)) is None  # once
+    said = tool_results(llm.requests[-1])
+    assert said[second].startswith("Error: the user declined glob(pattern='*')")
+    assert said[first] == said[third] == "Directory '.' is empty."
+
+
+async def test_a_stop_that_comes_as_the_turn_begins_to_wait_ends_it(
+    llm: ScriptedLLM, settings: Any
+) -> None:
+    from agent.turn.approvals import STOPPED_RESULT
+    from sessions_app import approvals, services
+
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+
+    @sync_to_async
+    def park_a_stopped_run() -> tuple[Any, Run]:
+        session = services.get_or_create_session(key="web:race", owner=ada)
+        run = services.start_new_run(session=session, channel="web", prompt="go", model="m")
+        call = {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+        services.add_messages(
+            session=session,
+            run=run,
+            messages=[
+                services.NewMessage({"role": "user", "content": "go"}, None, 1),
+                services.NewMessage(
+                    {"role": "assistant", "content": None, "tool_calls": [call]}, None, 2
+                ),
+            ],
+        )
+        Run.objects.filter(pk=run.pk).update(cancel_requested=True)  # the stop, just now
+        parked = approvals.park_run(
+            run=run,
+            pending=[approvals.PendingCall("c1", "exec", {}, 0)],
+            timeout=60,
+            stopped_result=STOPPED_RESULT,
+            iterations=1,
+            tools_used=[],
+            usage={},
+            cost=None,
+        )
+        return parked, Run.objects.get(pk=run.pk)
+
+    parked, run = await park_a_stopped_run()
+    assert parked is None
+    assert run.status == "cancelled"
+    messages = await sync_to_async(
+        lambda: list(Message.objects.filter(run=run).order_by("seq").values_list("role", "content"))
+    )()
+    assert messages[-1] == ("tool", STOPPED_RESULT)
+    assert await sync_to_async(
+        lambda: list(Approval.objects.values_list("status", flat=True))
+    )() == ["cancelled"]
