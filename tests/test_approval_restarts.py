@@ -166,3 +166,32 @@ def test_a_call_nobody_answers_is_declined_by_the_dispatcher_in_time(
     (result,) = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert result["content"].startswith("Error: the user declined write_file(path='late.txt'")
     assert "no answer came within 1 second," in result["content"]
+
+
+async def test_a_chat_call_nobody_answers_goes_on_in_the_worker_and_the_tab_hears_it(
+    worker_env: dict[str, str],  # noqa: F811
+    llm: ScriptedLLM,
+) -> None:
+    """The chat's turn waits in daphne's database rows; the cluster beside it lets the call
+    count as declined and goes on with the turn, and the open tab sees all of it."""
+    import websockets
+    from rest_framework.authtoken.models import Token
+
+    env = {**worker_env, "AGENT_APPROVE_TOOLS": "write_file", "AGENT_APPROVAL_TIMEOUT": "2"}
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    token = (await sync_to_async(Token.objects.create)(user=ada)).key
+    llm.tool_call("write_file", {"path": "t.txt", "content": "t"}).reply("Nobody said yes.")
+
+    with daphne(env) as base, cluster(env, graceful=False):
+        async with websockets.connect(f"{base}/ws/chat/late/?token={token}") as chat:
+            await frames_until(chat, "history")
+            await chat.send(json.dumps({"type": "message", "content": "write t.txt"}))
+            asked = (await frames_until(chat, "approval_request"))[-1]
+            frames = await frames_until(chat, "approval_resolved")
+            assert frames[-1]["id"] == asked["id"] and frames[-1]["reason"] == "timeout"
+            frames = await frames_until(chat, "message")
+            while frames[-1].get("role") != "assistant":
+                frames += await frames_until(chat, "message")
+    assert frames[-1]["content"] == "Nobody said yes."
+    run = await sync_to_async(Run.objects.get)(session__key="web:late")
+    assert run.status == "succeeded"

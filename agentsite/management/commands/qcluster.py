@@ -77,7 +77,9 @@ class Command(BriefChecks, qcluster.Command):
         # dispatcher opens is inherited; until a signal or the cluster's end.
         sentinel = cluster.sentinel
         if sentinel is not None:
-            # Beside the cron jobs, the calls that waited for a person past their time.
+            # Beside the cron jobs, the calls that waited for a person past their time; the
+            # sockets hear of those as they hear of the workers' events.
+            turn.write_through_database()
             dispatcher = Dispatcher(chores=[settle_approvals])
             dispatcher.run(stopped=lambda: bool(signalled) or not sentinel.is_alive())
         handed_back = graceful.stop(
