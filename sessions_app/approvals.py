@@ -170,7 +170,7 @@ def expire_overdue(*, now: datetime | None = None) -> list[Approval]:
     """The pending calls whose time is up, marked expired; each run left with no call
     pending is taken in hand (`take_runs_to_resume` leaves it alone a while)."""
     now = now or timezone.now()
-    overdue = Approval.objects.select_for_update().filter(
+    overdue = Approval.objects.select_for_update(of=("self",)).filter(
         status=Approval.Status.PENDING, deadline__lte=now
     )
     rows = list(overdue.select_related("run"))
@@ -209,7 +209,7 @@ def resume_run(*, run_id: UUID) -> Run | None:
     current turn; None when it is not (any more) ready: another process took it, it was
     stopped, or a call still waits."""
     run = (
-        Run.objects.select_for_update()
+        Run.objects.select_for_update(of=("self",))
         .select_related("session", "session__owner")
         .filter(pk=run_id, status=Run.Status.WAITING)
         .first()
