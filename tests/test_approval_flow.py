@@ -200,3 +200,24 @@ async def test_a_stop_that_comes_as_the_turn_begins_to_wait_ends_it(
     assert await sync_to_async(
         lambda: list(Approval.objects.values_list("status", flat=True))
     )() == ["cancelled"]
+
+
+async def test_a_waiting_turn_goes_with_its_session(llm: ScriptedLLM, settings: Any) -> None:
+    from agent.turn import ApprovalNotFound
+    from sessions_app import services
+    from sessions_app.models import Session
+
+    settings.AGENT_APPROVE_TOOLS = ["exec"]
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    llm.tool_call("exec", {"command": "ls"})
+    result = await run_turn(SessionRef("web:gone", owner=ada), "list", channel="web")
+    assert result.status == "waiting"
+    session = await sync_to_async(Session.objects.get)(key="web:gone")
+    await sync_to_async(services.delete_session)(session=session)
+
+    with pytest.raises(ApprovalNotFound):
+        await answer_approval(
+            owner=ada, run_id=result.run_id, call_id=result.pending[0]["id"], allow=True
+        )
+    assert await resume_turn(result.run_id) is None
+    assert not await sync_to_async(Approval.objects.exists)()

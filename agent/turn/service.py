@@ -180,11 +180,18 @@ async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | Non
     run = await store.get_run(run_id=run_id)
     if run is None or run.status != Run.Status.WAITING:
         return None
+    try:
+        return await _resume(run, emit)
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def _resume(run: Run, emit: Emit) -> TurnResult | None:
     conf = agent_settings()
     async with session_lock(run.session_id, lock_dir=conf.data_dir / "locks"):
         with tracked(run.session_id):
             await _previous_turn_ended(run.session)
-            claimed = await store.resume_run(run_id=run_id)
+            claimed = await store.resume_run(run_id=run.pk)
             if claimed is None:
                 return None
             session = claimed.session
