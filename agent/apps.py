@@ -32,7 +32,7 @@ class AgentConfig(AppConfig):
         from django.contrib.auth import get_user_model
 
         from agent import accounts
-        from agent.checks import check_approvals, check_hooks, check_tools
+        from agent.checks import check_approvals, check_hooks, check_otel, check_tools
         from agent.turn import on_session_deleted
         from sessions_app.models import Session
 
@@ -48,6 +48,7 @@ class AgentConfig(AppConfig):
         # A tool or a hook that cannot load stops the site at start-up, not at its first turn.
         checks.register(check_tools)
         checks.register(check_hooks)
+        checks.register(check_otel)
         checks.register(check_approvals)
         from django_q.signals import pre_execute
 

@@ -1,8 +1,8 @@
 """Settings that are checked before anything starts (the tools `AGENT_TOOLS` names, the
-operator's hooks, the tools `AGENT_APPROVE_TOOLS` names): `manage.py check` reports them,
-and every way of starting the site (`serve`, `python -m agentsite.web`, `qcluster`,
-`agent`) refuses to start on them with one line per problem, not a traceback and not a
-failure at the first turn.
+operator's hooks, a collector named without OpenTelemetry installed to reach it, the tools
+`AGENT_APPROVE_TOOLS` names): `manage.py check` reports them, and every way of starting the
+site (`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to start on them with
+one line per problem, not a traceback and not a failure at the first turn.
 
 Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
 """
@@ -16,7 +16,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 TOOLS_ERROR = "agent.E001"
 HOOKS_ERROR = "agent.E002"
-APPROVALS_ERROR = "agent.E003"
+OTEL_ERROR = "agent.E003"
+# What exporting runs to a collector imports: the optional extra `otel`.
+OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+APPROVALS_ERROR = "agent.E004"
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -28,6 +31,40 @@ def check_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
     """The system check: an Error for each problem of the hooks file and each `AGENT_HOOKS`
     entry that gives no function."""
     return [checks.Error(problem, id=HOOKS_ERROR) for problem in hook_problems()]
+
+
+def check_otel(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: an Error when a collector is named but the SDK is missing."""
+    return [checks.Error(problem, id=OTEL_ERROR) for problem in otel_problems()]
+
+
+def otel_problems() -> list[str]:
+    from agent.conf import agent_settings
+
+    conf = agent_settings()
+    if not (conf.otel_endpoint or conf.otel_traces_endpoint):
+        return []
+    import importlib.util
+
+    missing = []
+    for name in OTEL_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # a package on the way is missing
+            found = False
+        if not found:
+            missing.append(name)
+    if not missing:
+        return []
+    setting = (
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+        if conf.otel_endpoint
+        else "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    return [
+        f"{setting} is set, but OpenTelemetry is not installed ({', '.join(missing)} is "
+        "missing): install the otel extra (uv sync --extra otel), or unset it"
+    ]
 
 
 def check_approvals(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -67,11 +104,12 @@ def hook_problems() -> list[str]:
 
 def setting_problems() -> list[str]:
     """What the checks below report, as lines."""
-    return [*tool_problems(), *hook_problems(), *approval_problems()]
+    return [*tool_problems(), *hook_problems(), *otel_problems(), *approval_problems()]
 
 
 def require_settings() -> None:
-    """Refuse to go on while an `AGENT_TOOLS` entry gives no tool or the hooks are broken;
+    """Refuse to go on while an `AGENT_TOOLS` entry gives no tool, the hooks are broken or
+    a collector is named without OpenTelemetry installed;
     manage.py prints the reason as one line (`ImproperlyConfigured`)."""
     problems = setting_problems()
     if problems:

@@ -125,6 +125,42 @@ SETTINGS: tuple[Setting, ...] = (
         "heartbeat_interval",
     ),
     Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
+    Setting(
+        "AGENT_TRACE",
+        "bool",
+        True,
+        "record each model call and tool call of a run (its trace, the admin's timeline)",
+        "trace",
+    ),
+    # OpenTelemetry, under the names its SDKs read everywhere (agent/turn/telemetry.py).
+    Setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "str",
+        "",
+        "an OTLP/HTTP collector's base URL: runs, model calls and tool calls go there as spans",
+        "otel_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "str",
+        "",
+        "the collector's URL for traces itself, instead of <OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces",
+        "otel_traces_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "str",
+        "",
+        "headers sent with each export, as name=value pairs separated by commas",
+        "otel_headers",
+    ),
+    Setting(
+        "OTEL_SERVICE_NAME",
+        "str",
+        "agentsite",
+        "the service the spans say they come from",
+        "otel_service",
+    ),
     # Tools.
     Setting(
         "AGENT_TOOLS",
@@ -299,6 +335,11 @@ class AgentSettings:
     turn_rate: str
     heartbeat_interval: int
     cron_max_jobs: int
+    trace: bool
+    otel_endpoint: str
+    otel_traces_endpoint: str
+    otel_headers: str
+    otel_service: str
     tools: tuple[str, ...]
     approve_tools: tuple[str, ...]
     approval_timeout: int

@@ -2,8 +2,9 @@
 
 Messages and a tool registry go in, events come out through `emit`, a `LoopResult` comes
 back. Each message the turn produces is handed to `on_message` as soon as it exists, so a
-turn that is stopped or crashes has already saved everything up to that point. Nothing
-here knows about Django, channels or HTTP.
+turn that is stopped or crashes has already saved everything up to that point. Each model
+call and tool call is reported to `steps`, if given, once it has ended (the run's trace).
+Nothing here knows about Django, channels or HTTP.
 
 A caller may say which tools wait for a person (`agent.gate`). A turn whose model asks for
 one runs the calls before it, then ends `waiting` with the calls that wait: no coroutine is
@@ -68,6 +69,28 @@ class Tools(Protocol):
     async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str: ...
 
 
+class Steps(Protocol):
+    """Where the loop reports each model call and tool call once it has ended, stopped or
+    failed: `started` is the wall clock (`time.time()`) at its start. Called on the event
+    loop, between two awaits of the turn: it only takes a note."""
+
+    def model_call(
+        self,
+        *,
+        model: str,
+        started: float,
+        ms: int,
+        response: LLMResponse | None,
+        error: str | None,
+    ) -> None: ...
+
+    # `output` is None for a call stopped before it answered.
+    def tool_call(self, *, call: ToolCall, started: float, ms: int, output: str | None) -> None: ...
+
+
+STOPPED_STEP = "stopped"
+
+
 async def _ignore(message: LLMMessage, usage: dict[str, int] | None) -> None:
     return None
 
@@ -83,6 +106,7 @@ class AgentLoop:
         budget: ContextBudget,
         on_message: OnMessage | None = None,
         gate: Gate | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -91,6 +115,7 @@ class AgentLoop:
         self.on_message = on_message or _ignore
         self.budget = budget
         self.gate = gate
+        self.steps = steps
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
@@ -177,6 +202,7 @@ class AgentLoop:
 
     async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
         stream = _StreamEvents(self.emit)
+        started, clock = time.time(), time.perf_counter()
         try:
             response = await self.llm.stream(
                 messages,
@@ -186,6 +212,7 @@ class AgentLoop:
                 on_retry=stream.retry,
             )
         except asyncio.CancelledError:
+            self._model_step(started, clock, None, STOPPED_STEP)
             # Stopped mid-reply: what the person already read stays, in the history (marked
             # stopped) and in the model's next call.
             said = stream.said()
@@ -195,9 +222,11 @@ class AgentLoop:
                     turn, {"role": "assistant", "content": said, "stopped": True}, None
                 )
             raise
-        except BaseException:
+        except BaseException as exc:
+            self._model_step(started, clock, None, str(exc) or type(exc).__name__)
             await stream.end(discarded=True)
             raise
+        self._model_step(started, clock, response, None)
         await stream.end()
         return response
 
@@ -232,6 +261,16 @@ class AgentLoop:
     def _parallel_safe(self, name: str) -> bool:
         # A call that waits for a person runs alone, once it may.
         return self.tools.parallel_safe(name) and not self._gated(name)
+
+    def _model_step(
+        self, started: float, clock: float, response: LLMResponse | None, error: str | None
+    ) -> None:
+        if self.steps is not None:
+            ms = int((time.perf_counter() - clock) * 1000)
+            model = self.llm.config.model
+            self.steps.model_call(
+                model=model, started=started, ms=ms, response=response, error=error
+            )
 
     async def _run_tools(
         self,
@@ -292,12 +331,24 @@ class AgentLoop:
         running: dict[str, ToolCall],
         verdict: str | None = None,
     ) -> None:
-        started = time.monotonic()
-        output = verdict if verdict is not None else await self.tools.execute(call.name, arguments)
+        started, wall = time.monotonic(), time.time()
+        try:
+            if verdict is None:
+                output = await self.tools.execute(call.name, arguments)
+            else:
+                output = verdict  # answered for it: it does not run
+        except BaseException:
+            self._tool_step(call, wall, int((time.monotonic() - started) * 1000), None)
+            raise
         elapsed = int((time.monotonic() - started) * 1000)
+        self._tool_step(call, wall, elapsed, output)
         answers[call.id] = output
         await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
         del running[call.id]
+
+    def _tool_step(self, call: ToolCall, started: float, ms: int, output: str | None) -> None:
+        if self.steps is not None:
+            self.steps.tool_call(call=call, started=started, ms=ms, output=output)
 
     async def _record(
         self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None

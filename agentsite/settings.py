@@ -316,7 +316,9 @@ SPECTACULAR_SETTINGS = {
 # only the locale and time zone of it; unfenced commands (AGENT_RESTRICT_TO_WORKSPACE off)
 # get all of it.
 _SECRET_NAME = re.compile(
-    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|REDIS_URL|SETTINGS_MODULE",
+    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|REDIS_URL|SETTINGS_MODULE"
+    # A collector's credentials travel in its export headers.
+    r"|OTLP\w*HEADERS",
     re.IGNORECASE,
 )
 AGENT_EXEC_ENV = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from sessions_app.models import Approval, Memory, Message, Run, Session, UserPreferences
+from sessions_app.timeline import timeline as run_timeline
 
 LATEST = 20
 
@@ -147,14 +148,49 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ("status", "channel", "model")
     search_fields = ("id", "session__key", "prompt", "text", "error")
     list_select_related = ("session",)
-    readonly_fields = [f.name for f in Run._meta.fields] + ["duration"]
+    # The trace is shown as the timeline; the run or cron job that started this run, as
+    # links to their pages, and the sub-agents it started below them.
+    exclude = ("trace",)
+    readonly_fields = [f.name for f in Run._meta.fields if f.name != "trace"] + [
+        "duration",
+        "subagent_runs",
+        "timeline",
+    ]
     inlines = (ApprovalInline,)
+
+    class Media:
+        css = {"all": ["sessions_app/timeline.css"]}
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def _children(self, obj: Run) -> list[Run]:
+        # Read once per page, for both fields that show them.
+        if getattr(obj, "_children", None) is None:
+            obj._children = list(obj.subagents.order_by("created"))  # type: ignore[attr-defined]
+        return obj._children  # type: ignore[attr-defined, no-any-return]
+
+    @admin.display(description="sub-agent runs")
+    def subagent_runs(self, obj: Run) -> str:
+        children = self._children(obj)
+        if not children:
+            return "—"
+        items = format_html_join(
+            "",
+            "<li><a href='{}'>{}</a> {}</li>",
+            (
+                (reverse("admin:sessions_app_run_change", args=[c.pk]), c.label or c.pk, c.status)
+                for c in children
+            ),
+        )
+        return format_html("<ul>{}</ul>", items)
+
+    @admin.display(description="timeline")
+    def timeline(self, obj: Run) -> str:
+        return run_timeline(obj, self._children(obj))
 
 
 @admin.register(Memory)

@@ -74,11 +74,13 @@ def park_run(
     usage: dict[str, int],
     cost: float | None,
     messages: Sequence[services.NewMessage] = (),
+    trace: list[dict[str, Any]] | None = None,
 ) -> list[Approval] | None:
     """Leave the running `run` waiting for answers to `pending`, each for `timeout`
     seconds, after saving its last `messages`; what it did so far is recorded as
-    `finish_run` records it. None when it was asked to stop meanwhile (it ends cancelled,
-    each call without a result answered `stopped_result`) or is gone."""
+    `finish_run` records it (its `trace` too, when given). None when it was asked to stop
+    meanwhile (it ends cancelled, each call without a result answered `stopped_result`) or
+    is gone."""
     if messages:
         services.add_messages(session=run.session, run=run, messages=messages)
     now = timezone.now()
@@ -91,6 +93,8 @@ def park_run(
         # Since when it waits; the sweep's `take_runs_to_resume` reads it.
         "last_alive": now,
     }
+    if trace is not None:
+        fields["trace"] = trace
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**fields):
         return None
     for name, value in fields.items():

@@ -175,6 +175,20 @@ class Run(models.Model):
         related_name="subagent_runs",
     )
     label = models.CharField(max_length=100, blank=True)
+    # The run whose turn started this one: a sub-agent's parent run.
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="subagents"
+    )
+    # The job a cron run ran for.
+    cron_job = models.ForeignKey(
+        "cron_app.CronJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # Every model call and tool call of the turn, in order (`agent.turn.trace`). A list on
+    # the run rather than a table of steps: it is saved by the statements that already save
+    # the run's messages and its ending, and read with the run, so recording it costs no
+    # statement or query of its own; a turn makes at most AGENT_MAX_ITERATIONS model calls,
+    # so the list stays small.
+    trace = models.JSONField(default=list, blank=True)
     # Set by /stop or a cancel from any process; the process running the turn notices it.
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)

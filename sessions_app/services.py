@@ -112,17 +112,28 @@ def start_new_run(*, session: Session, channel: str, prompt: str, model: str) ->
 
 
 @transaction.atomic
-def queue_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
-    """A run that exists (and can be watched or cancelled) before its turn starts."""
+def queue_run(
+    *, session: Session, channel: str, prompt: str, model: str, cron_job_id: int | None = None
+) -> Run:
+    """A run that exists (and can be watched or cancelled) before its turn starts;
+    `cron_job_id`: the job it runs for."""
     _title_from(session, prompt)
     run: Run = _create(
-        session, Run, channel=channel, prompt=prompt, model=model, status=Run.Status.QUEUED
+        session,
+        Run,
+        channel=channel,
+        prompt=prompt,
+        model=model,
+        status=Run.Status.QUEUED,
+        cron_job_id=cron_job_id,
     )
     return run
 
 
 @transaction.atomic
-def queue_run_unless_busy(*, session: Session, channel: str, prompt: str, model: str) -> Run | None:
+def queue_run_unless_busy(
+    *, session: Session, channel: str, prompt: str, model: str, cron_job_id: int | None = None
+) -> Run | None:
     """A queued run, unless the session has one that has not ended (a scheduled job that
     is still running is not started again): then None."""
     if not Session.objects.select_for_update().filter(pk=session.pk).exists():
@@ -130,16 +141,23 @@ def queue_run_unless_busy(*, session: Session, channel: str, prompt: str, model:
     busy = Run.objects.filter(
         session=session, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
     ).exists()
-    return None if busy else queue_run(session=session, channel=channel, prompt=prompt, model=model)
+    if busy:
+        return None
+    return queue_run(
+        session=session, channel=channel, prompt=prompt, model=model, cron_job_id=cron_job_id
+    )
 
 
 SUBAGENT_CHANNEL = "subagent"
 
 
 @transaction.atomic
-def queue_subagent(*, parent: Session, task: str, label: str, model: str) -> Run:
+def queue_subagent(
+    *, parent: Session, task: str, label: str, model: str, parent_run_id: UUID | None = None
+) -> Run:
     """A sub-agent's run, queued in a session of its own (no history to share) that
-    belongs to the parent's owner; `parent` hears how it ended."""
+    belongs to the parent's owner; `parent` hears how it ended. `parent_run_id`: the run
+    whose turn started it."""
     session = get_or_create_session(
         key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
     )
@@ -151,6 +169,7 @@ def queue_subagent(*, parent: Session, task: str, label: str, model: str) -> Run
         model=model,
         status=Run.Status.QUEUED,
         parent=parent,
+        parent_run_id=parent_run_id,
         label=label,
     )
     return run
@@ -210,9 +229,15 @@ class NewMessage(NamedTuple):
     seq: int | None = None
 
 
-def add_messages(*, session: Session, run: Run | None, messages: Sequence[NewMessage]) -> None:
+def add_messages(
+    *,
+    session: Session,
+    run: Run | None,
+    messages: Sequence[NewMessage],
+    trace: list[dict[str, Any]] | None = None,
+) -> None:
     """Save `messages` in order, in one transaction and one statement: a turn's writes
-    under load come in batches.
+    under load come in batches. `trace`: the run's trace so far, saved with them.
 
     A message whose number the run already has is not saved again: a write run again after
     the reply to its commit was lost stores each message once. A run that is no longer its
@@ -232,6 +257,8 @@ def add_messages(*, session: Session, run: Run | None, messages: Sequence[NewMes
             ),
             ignore_conflicts=True,
         )
+        if trace is not None and run is not None:
+            Run.objects.filter(pk=run.pk).update(trace=trace)
 
 
 def _message_fields(message: dict[str, Any], usage: Usage) -> dict[str, Any]:
@@ -259,8 +286,10 @@ def finish_run(
     usage: dict[str, int] | None = None,
     cost: float | None = None,
     messages: Sequence[NewMessage] = (),
+    trace: list[dict[str, Any]] | None = None,
 ) -> Run:
-    """Record how the run ended, after saving its last `messages` in the same transaction.
+    """Record how the run ended, after saving its last `messages` in the same transaction;
+    with `trace`, its model calls and tool calls.
     A run deleted meanwhile (with its session) stays deleted; its messages are not saved
     (SessionDeleted). Nor are they if another turn of the session has started since
     (TurnSuperseded), and the run is then left as it was."""
@@ -275,6 +304,9 @@ def finish_run(
     run.cost = Decimal(str(round(cost, 6))) if cost is not None else None
     run.finished = timezone.now()
     fields = ["status", "text", "error", "iterations", "tools_used", "usage", "cost", "finished"]
+    if trace is not None:
+        run.trace = trace
+        fields.append("trace")
     if Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields}):
         Session.objects.filter(pk=run.session_id).update(updated=run.finished)
     return run

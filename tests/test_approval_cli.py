@@ -85,4 +85,4 @@ def test_an_entry_that_names_no_tool_stops_the_command(
     assert "Traceback" not in result.stderr
     assert llm.requests == []
     check = run_manage({**site_env, "AGENT_APPROVE_TOOLS": "exec;"}, "check")
-    assert check.returncode != 0 and "agent.E003" in check.stderr
+    assert check.returncode != 0 and "agent.E004" in check.stderr

@@ -148,3 +148,39 @@ def test_manage_py_check_reports_the_entry(site_env: dict[str, str]) -> None:
     done = run_manage({**site_env, "AGENT_TOOLS": "x.y.Z"}, "check")
     assert done.returncode != 0
     assert f"({TOOLS_ERROR}) {LINE.removeprefix('error: ')}" in done.stderr
+
+
+# A process in which OpenTelemetry's SDK cannot be imported, as where the otel extra is not
+# installed: the import system is told to find none of it.
+WITHOUT_OTEL_SDK = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class NoSdk(MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.startswith(("opentelemetry.sdk", "opentelemetry.exporter")):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoSdk())
+sys.argv = ["manage.py", *sys.argv[1:]]
+import runpy
+runpy.run_path("manage.py", run_name="__main__")
+"""
+
+
+def test_a_collector_without_opentelemetry_installed_is_refused_in_one_line(
+    site_env: dict[str, str],
+) -> None:
+    env = {**site_env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    command = [sys.executable, "-c", WITHOUT_OTEL_SDK]
+    done = subprocess.run(
+        [*command, "agent", "-m", "hello"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT is set, but OpenTelemetry is not installed" in done.stderr
+    assert "uv sync --extra otel" in done.stderr
+    checked = subprocess.run([*command, "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert checked.returncode != 0 and "(agent.E003)" in checked.stderr
+    # Installed, it passes.
+    assert run_manage(env, "check").returncode == 0

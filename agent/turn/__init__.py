@@ -30,6 +30,7 @@ What a door may ask for, and what it gets back:
   its sockets join, `GroupSink` sends a turn's shared events there, `listen_to_relayed`
   passes on what workers relayed through the database (returns the call that stops it),
   and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+- Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait.
 - List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
@@ -93,6 +94,7 @@ if TYPE_CHECKING:
     )
     from agent.turn.subagent_runs import announce_subagent, run_spawned_subagent
     from agent.turn.toolbox import hook_problems, known_tool_names, tool_problems, turn_registry
+    from agent.turn.trace import run_trace
     from agent.turn.watch import watched_runs
 
 # The module of the package each name of the interface lives in.
@@ -135,6 +137,7 @@ _PLACES = {
     ),
     "subagent_runs": ("announce_subagent", "run_spawned_subagent"),
     "toolbox": ("hook_problems", "known_tool_names", "tool_problems", "turn_registry"),
+    "trace": ("run_trace",),
     "watch": ("watched_runs",),
 }
 _MODULE_OF = {name: module for module, names in _PLACES.items() for name in names}
@@ -179,6 +182,7 @@ __all__ = [
     "resume_turn",
     "run_cron_job",
     "run_spawned_subagent",
+    "run_trace",
     "run_turn",
     "session_group",
     "settle_approvals",

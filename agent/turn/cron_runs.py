@@ -79,7 +79,7 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
     run = await store.queue_run_unless_busy(
-        session=session, channel=CHANNEL, prompt=job.message, model=model
+        session=session, channel=CHANNEL, prompt=job.message, model=model, cron_job_id=job.pk
     )
     if run is None:
         return "skipped", "", False

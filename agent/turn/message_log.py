@@ -10,6 +10,9 @@ one transaction (`held`, then `finish_run`). A write that fails (the session was
 meanwhile, or another turn of it started) fails every write after it, and the turn learns
 of it at its next message or at `flush`.
 
+The run's trace (`trace.TraceRecorder`), when it is kept, goes with each batch: the steps
+recorded so far are saved in the batch's transaction, at no round trip of their own.
+
 Each message is numbered as it is handed over, from 1 for the run's first: a batch written
 again (its first write's commit went through but the reply was lost) is saved once.
 """
@@ -20,6 +23,7 @@ import asyncio
 from typing import Any
 
 from agent.turn import store
+from agent.turn.trace import TraceRecorder
 from sessions_app.models import Run, Session
 from sessions_app.services import NewMessage
 
@@ -30,11 +34,19 @@ _writing: set[asyncio.Task[None]] = set()
 
 
 class MessageLog:
-    def __init__(self, session: Session, run: Run, *, numbered: int = 0) -> None:
+    def __init__(
+        self,
+        session: Session,
+        run: Run,
+        trace: TraceRecorder | None = None,
+        *,
+        numbered: int = 0,
+    ) -> None:
         """`numbered`: how many messages the run has saved already (a turn that waited for
         a person and goes on)."""
         self.session = session
         self.run = run
+        self.trace = trace
         self.pending: list[Entry] = []
         self.writer: asyncio.Task[None] | None = None
         self.handed_over = numbered
@@ -54,7 +66,10 @@ class MessageLog:
 
     async def _write(self) -> None:
         while batch := self._next_batch():
-            await store.add_messages(session=self.session, run=self.run, messages=batch)
+            steps = self.trace.unsaved() if self.trace is not None else None
+            await store.add_messages(
+                session=self.session, run=self.run, messages=batch, trace=steps
+            )
 
     def _next_batch(self) -> list[Entry]:
         # Everything handed over, but the answer that ends the loop: it waits for `held`.

@@ -38,6 +38,7 @@ from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_hooks, turn_registry
+from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
@@ -85,7 +86,16 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
-        self.log = MessageLog(session, run, numbered=resuming.last_seq if resuming else 0)
+        # Each model call and tool call: saved with the messages unless AGENT_TRACE is off,
+        # and exported when a collector is named.
+        self.exporting = bool(conf.otel_endpoint or conf.otel_traces_endpoint)
+        self.trace = TraceRecorder(run.trace) if conf.trace or self.exporting else None
+        self.log = MessageLog(
+            session,
+            run,
+            self.trace if conf.trace else None,
+            numbered=resuming.last_seq if resuming else 0,
+        )
         self.profile = profile_for(run.channel)
         self.owner = owner
         owner_id = owner.pk if owner else None
@@ -115,7 +125,9 @@ class TurnRunner:
             deliver=self.delivery,
             agents=None
             if self.profile.subagent
-            else SessionAgents(session, owner, emit, model=model, run_recorded=run_recorded),
+            else SessionAgents(
+                session, owner, emit, model=model, run_recorded=run_recorded, parent_run=run.pk
+            ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
             else None,
@@ -242,6 +254,7 @@ class TurnRunner:
             else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
+            steps=self.trace,
             gate=await gate_for(
                 conf=self.conf,
                 session=self.session,
@@ -353,6 +366,8 @@ class TurnRunner:
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
             )
+        if self.exporting:  # after the answer, which the spans must not hold up
+            await asyncio.to_thread(self._export, outcome, str(status))
         if self.hooks is not None:
             # After the run is recorded and its answer sent: a slow hook delays neither.
             await self.hooks.turn_end(
@@ -379,7 +394,9 @@ class TurnRunner:
         """Leave the run waiting for a person's answers, and ask every socket of the
         session; a turn stopped meanwhile ends stopped instead."""
         try:
-            asked = await waiting.park(self.run, outcome, messages, conf=self.conf)
+            # Its trace so far is kept with it: the turn's ending records the rest.
+            trace = self.trace.everything() if self.trace is not None and self.conf.trace else None
+            asked = await waiting.park(self.run, outcome, messages, conf=self.conf, trace=trace)
         except SessionDeleted:
             logger.info("the session of run %s was deleted as it began to wait", self.run_id)
             asked = None
@@ -419,4 +436,24 @@ class TurnRunner:
             usage=outcome.usage,
             cost=outcome.cost,
             messages=messages,
+            trace=self.trace.everything() if self.trace is not None and self.conf.trace else None,
+        )
+
+    def _export(self, outcome: LoopResult, status: str) -> None:
+        """The run as OpenTelemetry spans (in a thread: the SDK loads with the first)."""
+        try:
+            from agent.turn import telemetry
+        except ImportError as exc:
+            logger.warning("runs are not exported: OpenTelemetry is not installed (%s)", exc)
+            return
+        telemetry.export_run(
+            self.run,
+            session_key=self.session.key,
+            status=status,
+            error=outcome.error,
+            error_kind=outcome.error_kind,
+            usage=outcome.usage,
+            cost=outcome.cost,
+            steps=self.trace.everything() if self.trace is not None else [],
+            conf=self.conf,
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from uuid import UUID
 
 from django.contrib.auth.models import User
 
@@ -46,8 +47,11 @@ class SessionAgents:
         *,
         model: str,
         run_recorded: RunRecorded,
+        parent_run: UUID | None = None,
     ) -> None:
         self.session = session
+        # The run of the turn that starts them: each sub-agent's run links to it.
+        self.parent_run = parent_run
         self.owner = owner
         self.emit = emit
         self.model = model
@@ -56,7 +60,11 @@ class SessionAgents:
     async def spawn(self, task: str, label: str) -> str:
         await self._count()
         run = await store.queue_subagent(
-            parent=self.session, task=task, label=label, model=self.model
+            parent=self.session,
+            task=task,
+            label=label,
+            model=self.model,
+            parent_run_id=self.parent_run,
         )
         await store.enqueue(jobs.RUN_SUBAGENT, str(run.pk), task_name=f"subagent-{run.pk}")
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
@@ -66,7 +74,11 @@ class SessionAgents:
     async def run(self, task: str, label: str) -> str:
         await self._count()
         run = await store.queue_subagent(
-            parent=self.session, task=task, label=label, model=self.model
+            parent=self.session,
+            task=task,
+            label=label,
+            model=self.model,
+            parent_run_id=self.parent_run,
         )
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
         status, text = await run_to_end(run, self.owner, self.run_recorded)

@@ -39,7 +39,12 @@ class Resumption:
 
 
 async def park(
-    run: Run, outcome: LoopResult, messages: list[Entry], *, conf: AgentSettings
+    run: Run,
+    outcome: LoopResult,
+    messages: list[Entry],
+    *,
+    conf: AgentSettings,
+    trace: list[dict[str, Any]] | None = None,
 ) -> list[ApprovalRequest] | None:
     """Leave `run` waiting on the calls of `outcome` that wait, after saving its last
     `messages`; what to ask the sockets. None when it was stopped meanwhile: it ended
@@ -57,6 +62,7 @@ async def park(
         usage=outcome.usage,
         cost=outcome.cost,
         messages=messages,
+        trace=trace,
     )
     return None if approvals is None else [request_of(approval) for approval in approvals]
 

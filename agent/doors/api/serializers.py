@@ -12,7 +12,13 @@ from rest_framework.settings import api_settings
 from agent import tool_patterns
 from agent.conf import agent_settings
 from agent.context import compose_prompt
-from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, allowed_model, validate_content
+from agent.turn import (
+    MAX_MESSAGE_CHARS,
+    InvalidInput,
+    allowed_model,
+    run_trace,
+    validate_content,
+)
 from sessions_app import approvals, keys
 from sessions_app.models import Message, Run, Session
 
@@ -181,6 +187,22 @@ class PendingCallOut(serializers.Serializer):
     arguments = serializers.JSONField()
 
 
+class TraceStepOut(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["model", "tool"])
+    name = serializers.CharField(help_text="The model id, or the tool's name.")
+    started = serializers.DateTimeField()
+    ms = serializers.IntegerField()
+    error = serializers.CharField(
+        allow_null=True, help_text="Why it failed; `stopped` for a call the turn was stopped in."
+    )
+    tokens = UsageOut(
+        required=False, allow_null=True, help_text="Model calls: null when none were counted."
+    )
+    cost = serializers.FloatField(
+        required=False, allow_null=True, help_text="Model calls: USD, null when unknown."
+    )
+
+
 class TaskOut(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=Run.Status.choices)
     success = serializers.BooleanField()
@@ -191,6 +213,7 @@ class TaskOut(serializers.ModelSerializer):
         help_text="With status `waiting`: the tool calls that wait for your answer "
         "(`POST /api/tasks/{id}/approve`)."
     )
+    trace = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -204,6 +227,7 @@ class TaskOut(serializers.ModelSerializer):
             "session",
             "tools_used",
             "usage",
+            "trace",
             "model",
             "pending",
             "created",
@@ -220,6 +244,10 @@ class TaskOut(serializers.ModelSerializer):
     def get_usage(self, run: Run) -> dict[str, int]:
         usage = run.usage or {}
         return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+
+    @extend_schema_field(TraceStepOut(many=True))
+    def get_trace(self, run: Run) -> list[dict[str, Any]]:
+        return run_trace(run)
 
 
 class ApproveIn(serializers.Serializer):
