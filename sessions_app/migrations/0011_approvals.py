@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0009_run_last_alive"),
+        ("sessions_app", "0010_run_trace"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
