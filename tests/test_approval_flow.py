@@ -63,6 +63,13 @@ async def test_a_call_waits_then_runs_once_allowed(
     assert roles == ["user", "assistant", "tool", "tool", "assistant"]
     run = await sync_to_async(Run.objects.get)(pk=result.run_id)
     assert run.status == "succeeded" and run.iterations == 2
+    # Its trace runs across the wait: what came before it, then what came after.
+    assert [(step["kind"], step["name"]) for step in run.trace] == [
+        ("model", "openai/scripted"),
+        ("tool", "list_dir"),
+        ("tool", "write_file"),
+        ("model", "openai/scripted"),
+    ]
 
 
 async def test_a_declined_call_tells_the_model(llm: ScriptedLLM, settings: Any) -> None:
