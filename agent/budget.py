@@ -95,11 +95,11 @@ class ContextBudget:
         self.cap = min(self.limit, self.counter.messages(sent) // 2)
 
     async def fit(
-        self, system: LLMMessage, history: list[LLMMessage], turn: list[LLMMessage]
+        self, system: LLMMessage | None, history: list[LLMMessage], turn: list[LLMMessage]
     ) -> list[LLMMessage]:
-        """The messages to send: `system`, the newest of `history`, and `turn` (the user's
-        message first, then what the turn added), within the limit where possible."""
-        everything = [system, *history, *turn]
+        """The messages to send: `system` (if any), the newest of `history`, and `turn` (the
+        user's message first, then what the turn added), within the limit where possible."""
+        everything = [*_present(system), *history, *turn]
         if self.counter.messages(everything) <= self.limit:
             return everything
         # The estimate said no: count exactly, where the model's tokenizer is known.
@@ -109,7 +109,7 @@ class ContextBudget:
 
 
 def fit(
-    system: LLMMessage,
+    system: LLMMessage | None,
     history: list[LLMMessage],
     turn: list[LLMMessage],
     *,
@@ -118,7 +118,7 @@ def fit(
 ) -> list[LLMMessage]:
     """`ContextBudget.fit` without the counting: what fits in `limit` tokens."""
     user, steps = turn[0], units(turn[1:])
-    room = limit - count(system) - count(user)
+    room = limit - sum(count(m) for m in _present(system)) - count(user)
     steps = _fit_steps(steps, room, count)
     room -= sum(count(m) for unit in steps for m in unit)
     kept: list[list[LLMMessage]] = []
@@ -129,7 +129,12 @@ def fit(
         kept.append(unit)
         room -= cost
     older = start_at_user([m for unit in reversed(kept) for m in unit])
-    return [system, *older, user, *(m for unit in steps for m in unit)]
+    return [*_present(system), *older, user, *(m for unit in steps for m in unit)]
+
+
+def _present(system: LLMMessage | None) -> list[LLMMessage]:
+    # A direct generation without the client's instructions has no system message at all.
+    return [system] if system is not None else []
 
 
 def _fit_steps(

@@ -166,6 +166,14 @@ def compose_prompt(prompt: str, context: str | None) -> str:
     return f"{prompt}\n\n## Context\n\n{context}"
 
 
+def client_instructions(text: str) -> str:
+    """The section of a client's own instructions (an OpenAI client's system messages),
+    last in the prompt: they shape the answer, within what the agent is."""
+    if not text.strip():
+        return ""
+    return f"## Instructions from the client\n\n{text.strip()}"
+
+
 def memory_sections(*, long_term: str, summary: str) -> list[str]:
     """What the agent remembers: across sessions, and of this one's earlier history. Each
     is capped: a plain archive (a consolidation that failed) can be long."""

@@ -119,7 +119,7 @@ class AgentLoop:
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
-        self, system: LLMMessage, history: list[LLMMessage], user: LLMMessage
+        self, system: LLMMessage | None, history: list[LLMMessage], user: LLMMessage
     ) -> LoopResult:
         """Run one turn. `user` is the new message; each model call gets as much of
         `history` as the budget lets in."""
@@ -130,7 +130,7 @@ class AgentLoop:
 
     async def resume(
         self,
-        system: LLMMessage,
+        system: LLMMessage | None,
         history: list[LLMMessage],
         turn: list[LLMMessage],
         verdicts: Verdicts,
@@ -154,7 +154,7 @@ class AgentLoop:
 
     async def _iterate(
         self,
-        system: LLMMessage,
+        system: LLMMessage | None,
         history: list[LLMMessage],
         turn: list[LLMMessage],
         result: LoopResult,

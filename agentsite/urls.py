@@ -15,6 +15,8 @@ urlpatterns = [
     # A web chat by its id, an API session by its key (`sessions_app.keys`).
     path("c/<chat:key>/", pages.chat, name="chat-session"),
     path("api/", include("agent.doors.api.urls")),
+    # The OpenAI-compatible door (agent.doors.openai).
+    path("v1/", include("agent.doors.openai.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -49,6 +49,7 @@ BENCHES = [
     Bench("cold_start", "cold_start.py", ["--runs", "3"]),
     Bench("loop_overhead", "loop_overhead.py", ["--turns", "10", "--tools", "5"]),
     Bench("chunk_cpu", "chunk_cpu.py", ["--chunks", "2000", "--runs", "3"]),
+    Bench("openai_door", "openai_door.py", ["--turns", "10", "--chunks", "1000", "--runs", "3"]),
     Bench(
         "model_client",
         "model_client.py",

@@ -189,6 +189,9 @@ class Run(models.Model):
     # statement or query of its own; a turn makes at most AGENT_MAX_ITERATIONS model calls,
     # so the list stays small.
     trace = models.JSONField(default=list, blank=True)
+    # What the turn may use: null, every tool its kind of turn has; a list, those tools
+    # alone; false, none and no agent either (one direct generation from the model).
+    tools = models.JSONField(null=True, blank=True, default=None)
     # Set by /stop or a cancel from any process; the process running the turn notices it.
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)

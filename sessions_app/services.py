@@ -30,6 +30,8 @@ from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Sess
 TITLE_LENGTH = 60
 DIED_ERROR = "the process running this turn stopped before it finished"
 LOST_ERROR = "no worker started it; the one that took it may have stopped"
+# `Run.tools`: None (every tool), False (a direct generation) or the names allowed.
+RunTools = bool | list[str] | None
 
 
 class SessionDeleted(Exception):
@@ -92,9 +94,11 @@ def _take_turn(session: Session, run: Run) -> None:
 
 
 @transaction.atomic
-def start_new_run(*, session: Session, channel: str, prompt: str, model: str) -> Run:
+def start_new_run(
+    *, session: Session, channel: str, prompt: str, model: str, tools: RunTools = None
+) -> Run:
     """The run of a turn that starts now, never queued: running, its session's current turn
-    (`start_queued_run` starts one that was queued first)."""
+    (`start_queued_run` starts one that was queued first). `tools`: see `Run.tools`."""
     _title_from(session, prompt)
     now = timezone.now()
     run: Run = _create(
@@ -103,6 +107,7 @@ def start_new_run(*, session: Session, channel: str, prompt: str, model: str) ->
         channel=channel,
         prompt=prompt,
         model=model,
+        tools=tools,
         status=Run.Status.RUNNING,
         started=now,
         last_alive=now,
@@ -113,7 +118,13 @@ def start_new_run(*, session: Session, channel: str, prompt: str, model: str) ->
 
 @transaction.atomic
 def queue_run(
-    *, session: Session, channel: str, prompt: str, model: str, cron_job_id: int | None = None
+    *,
+    session: Session,
+    channel: str,
+    prompt: str,
+    model: str,
+    cron_job_id: int | None = None,
+    tools: RunTools = None,
 ) -> Run:
     """A run that exists (and can be watched or cancelled) before its turn starts;
     `cron_job_id`: the job it runs for."""
@@ -124,6 +135,7 @@ def queue_run(
         channel=channel,
         prompt=prompt,
         model=model,
+        tools=tools,
         status=Run.Status.QUEUED,
         cron_job_id=cron_job_id,
     )
@@ -153,11 +165,18 @@ SUBAGENT_CHANNEL = "subagent"
 
 @transaction.atomic
 def queue_subagent(
-    *, parent: Session, task: str, label: str, model: str, parent_run_id: UUID | None = None
+    *,
+    parent: Session,
+    task: str,
+    label: str,
+    model: str,
+    parent_run_id: UUID | None = None,
+    tools: RunTools = None,
 ) -> Run:
     """A sub-agent's run, queued in a session of its own (no history to share) that
     belongs to the parent's owner; `parent` hears how it ended. `parent_run_id`: the run
-    whose turn started it."""
+    whose turn started it; `tools`: the most it may use (a turn limited to some tools
+    starts sub-agents limited to them too)."""
     session = get_or_create_session(
         key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
     )
@@ -167,6 +186,7 @@ def queue_subagent(
         channel=SUBAGENT_CHANNEL,
         prompt=task,
         model=model,
+        tools=tools,
         status=Run.Status.QUEUED,
         parent=parent,
         parent_run_id=parent_run_id,

@@ -1,6 +1,7 @@
 """The web chat door: one WebSocket per open chat, `/ws/chat/<chat_id>/` for the session
-`web:<chat_id>`, and `/ws/chat/api:<id>/` for an API session of the user's (the path
-segment is `sessions_app.keys`' rule, which the route's converter applies).
+`web:<chat_id>`, and `/ws/chat/api:<id>/` or `/ws/chat/openai:<id>/` for a session of the
+user's that the API or an OpenAI client started (the path segment is `sessions_app.keys`'
+rule, which the route's converter applies).
 
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled

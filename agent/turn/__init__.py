@@ -5,17 +5,25 @@ it (an import-linter contract holds this).
 
 What a door may ask for, and what it gets back:
 
-- Run a turn: `run_turn(session, content, channel=, emit=, model=)` with a session key or a
-  `SessionRef` (key, owner, the row a socket pinned). Events go to `emit` as they happen
-  (`agent.events`); the call returns a `TurnResult` (text, status, run id, usage, whether
-  the model already delivered its answer). `is_command(content)`: whether it is a slash
-  command, which answers with text and costs no model call.
+- Run a turn: `run_turn(session, content, channel=, emit=, model=, options=)` with a session
+  key or a `SessionRef` (key, owner, the row a socket pinned). Events go to `emit` as they
+  happen (`agent.events`); the call returns a `TurnResult` (text, status, run id, usage,
+  whether the model already delivered its answer). `is_command(content)`: whether it is a
+  slash command, which answers with text and costs no model call.
+- Shape a turn (`TurnOptions`, all optional): `tools`, the tools it may use (None: all;
+  names: those alone, its sub-agents too; False: a direct generation, the model alone with
+  no tools, no agent prompt and one call), recorded with its run; `history`, the
+  conversation before the message in OpenAI's format when the door's client sends its own
+  (the stored one is then not read, though the turn is stored as usual); `instructions`,
+  the client's own system text (after the agent's prompt, or the whole system message of a
+  direct generation); `temperature` and `max_tokens` for its model calls.
 - Hear why not: a turn that cannot start raises a `TurnError` (`InvalidInput` naming the
   field at fault, `SessionGone`, `ModelNotConfigured`) whose text is meant for the user.
   `validate_content`, `MAX_MESSAGE_CHARS` and `allowed_model` are the input rules every
   door applies before it records anything.
-- Hand out a task (the REST door): `submit_task` records a turn as a run and runs it now or
-  queues it for the worker, returning the run; `cancel_task` stops one and returns it.
+- Hand out a task (the REST door): `submit_task` records a turn as a run (with the `tools`
+  it may use) and runs it now or queues it for the worker, returning the run; `cancel_task`
+  stops one and returns it.
   `execute_task(run, owner=)` runs a queued one to its end (the worker's job).
 - Answer a tool call that waits for a person: a run's turn that asked for such a tool ends
   `waiting` (`TurnResult.pending` lists the calls). `answer_approval` records a yes or a no
@@ -35,6 +43,7 @@ What a door may ask for, and what it gets back:
   else the seconds to wait.
 - List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
   `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything;
+  `unknown_tools(names, conf)` (async): which of `names` no turn could be given;
   `hook_problems(conf)`: what is wrong with the operator's hooks (file and functions).
 - Do background work (the jobs layer, `manage.py heartbeat`): `run_cron_job`,
   `report_dead_cron_runs`, `run_spawned_subagent`, `announce_subagent`,
@@ -70,6 +79,7 @@ if TYPE_CHECKING:
     from agent.turn.heartbeat import heartbeat_users, user_heartbeat
     from agent.turn.live import join_stream, leave_stream
     from agent.turn.locks import is_running_here
+    from agent.turn.options import TurnOptions
     from agent.turn.outcome import TurnResult
     from agent.turn.ratelimit import take_turn_slot
     from agent.turn.refusals import (
@@ -93,7 +103,13 @@ if TYPE_CHECKING:
         unfinished_run,
     )
     from agent.turn.subagent_runs import announce_subagent, run_spawned_subagent
-    from agent.turn.toolbox import hook_problems, known_tool_names, tool_problems, turn_registry
+    from agent.turn.toolbox import (
+        hook_problems,
+        known_tool_names,
+        tool_problems,
+        turn_registry,
+        unknown_tools,
+    )
     from agent.turn.trace import run_trace
     from agent.turn.watch import watched_runs
 
@@ -113,6 +129,7 @@ _PLACES = {
     "heartbeat": ("heartbeat_users", "user_heartbeat"),
     "live": ("join_stream", "leave_stream"),
     "locks": ("is_running_here",),
+    "options": ("TurnOptions",),
     "outcome": ("TurnResult",),
     "ratelimit": ("take_turn_slot",),
     "refusals": (
@@ -136,7 +153,13 @@ _PLACES = {
         "unfinished_run",
     ),
     "subagent_runs": ("announce_subagent", "run_spawned_subagent"),
-    "toolbox": ("hook_problems", "known_tool_names", "tool_problems", "turn_registry"),
+    "toolbox": (
+        "hook_problems",
+        "known_tool_names",
+        "tool_problems",
+        "turn_registry",
+        "unknown_tools",
+    ),
     "trace": ("run_trace",),
     "watch": ("watched_runs",),
 }
@@ -152,6 +175,7 @@ __all__ = [
     "SessionGone",
     "SessionRef",
     "TurnError",
+    "TurnOptions",
     "TurnResult",
     "allowed_model",
     "announce_subagent",
@@ -191,6 +215,7 @@ __all__ = [
     "tool_problems",
     "turn_registry",
     "unfinished_run",
+    "unknown_tools",
     "user_heartbeat",
     "validate_content",
     "watched_runs",

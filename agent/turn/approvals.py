@@ -3,8 +3,8 @@ waiting turns.
 
 Which tools wait (`gate_for`): `AGENT_APPROVE_TOOLS`, and what the turn's owner, its
 session and the skills its prompt offers add; less the tools its session answered
-"always". A turn that nobody can be asked in (a cron job's, the heartbeat's, a sub-agent's)
-gets a refusal for such a call at once instead of waiting.
+"always". A turn that nobody can be asked in (a cron job's, the heartbeat's, a sub-agent's,
+an OpenAI client's) gets a refusal for such a call at once instead of waiting.
 
 The turn that waits is a run left `waiting` with a row per call (`sessions_app.approvals`);
 answers come from any door (`answer_approval`), a call's time runs out in the worker's
@@ -51,8 +51,9 @@ SUPERSEDED_RESULT = (
     "it did not run."
 )
 NO_ONE_TO_ASK = (
-    "Error: {name} waits for a person's approval, and this turn runs on its own (a "
-    "scheduled job, the heartbeat or a sub-agent) with no one to ask; it did not run."
+    "Error: {name} waits for a person's approval, and there is no one to ask in this turn "
+    "(it runs on its own, as a scheduled job, the heartbeat or a sub-agent does, or for a "
+    "client that cannot answer); it did not run."
 )
 
 
@@ -119,8 +120,11 @@ async def gate_for(
     owner_id: int | None,
     skill_tools: Iterable[str],
     profile: Profile,
+    asks: bool = True,
 ) -> Gate | None:
-    """Which tools of the turn wait for a person; None when none does."""
+    """Which tools of the turn wait for a person; None when none does. Without `asks` (a
+    turn whose client brings a conversation of its own, which a turn that goes on after a
+    wait could not carry), such a call is refused as in a turn of no one's."""
     patterns = {
         *conf.approve_tools,
         *await store.user_approve_tools(user_id=owner_id),
@@ -134,7 +138,7 @@ async def gate_for(
     def needed(name: str) -> bool:
         return tool_patterns.matches(name, patterns) and not tool_patterns.matches(name, allowed)
 
-    if profile.asks:
+    if profile.asks and asks:
         return Gate(needed)
     return Gate(needed, refusal=lambda name: NO_ONE_TO_ASK.format(name=name))
 

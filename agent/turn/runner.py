@@ -33,6 +33,7 @@ from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
+from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
@@ -73,10 +74,14 @@ class TurnRunner:
         run_recorded: RunRecorded,
         reply_to: Session | None = None,
         resuming: waiting.Resumption | None = None,
+        options: TurnOptions | None = None,
     ) -> None:
         self.session = session
         # A turn that waited for a person and goes on: what it had done until then.
         self.resuming = resuming
+        self.options = options or TurnOptions()
+        # Read from the record, so that a queued turn keeps to what its door asked for.
+        self.allowed = tools_of(run)
         self.run = run
         self.run_id = str(run.pk)
         self.content = content
@@ -126,7 +131,13 @@ class TurnRunner:
             agents=None
             if self.profile.subagent
             else SessionAgents(
-                session, owner, emit, model=model, run_recorded=run_recorded, parent_run=run.pk
+                session,
+                owner,
+                emit,
+                model=model,
+                run_recorded=run_recorded,
+                parent_run=run.pk,
+                tools=list(self.allowed) if isinstance(self.allowed, tuple) else None,
             ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
@@ -146,14 +157,16 @@ class TurnRunner:
             await asyncio.shield(self.live.close())
 
     async def _turn(self) -> TurnResult:
-        # History is everything saved before this turn's own user message.
-        history = (
-            await store.recent_messages(
+        # History is everything saved before this turn's own user message, unless the door's
+        # client sent the conversation itself.
+        if self.options.history is not None:
+            history = list(self.options.history)
+        elif self.profile.history:
+            history = await store.recent_messages(
                 session=self.session, limit=self.conf.memory_window, before_run=self.run.pk
             )
-            if self.profile.history
-            else []
-        )
+        else:
+            history = []
         await self.emit(ThinkingStarted(run_id=self.run_id))
         if self.resuming is not None:
             await waiting.announce_answers(self.resuming, self.emit)
@@ -234,14 +247,25 @@ class TurnRunner:
             logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
             return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))
         registry = await turn_registry(self.conf)
-        tools = registry.without(self.profile.hidden_tools).for_turn(self.ctx)
-        llm = LLM(llm_config(self.conf, self.model))
-        skills = await store.offered_skills(
-            workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
+        tools = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(
+            self.ctx
         )
-        system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
-        started = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
-        user = context.user_message(self.content, now=started)
+        llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
+        direct = self.allowed is False
+        skills: list[SkillEntry] = []
+        system: dict[str, Any] | None
+        if direct:
+            # The model alone: the client's instructions are its whole system message.
+            system = self._instructions_message()
+            user = {"role": "user", "content": self.content}
+        else:
+            skills = await store.offered_skills(
+                workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
+            )
+            system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
+            # A turn that goes on after a wait keeps the clock its user's message had.
+            now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
+            user = context.user_message(self.content, now=now)
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
@@ -249,18 +273,23 @@ class TurnRunner:
             llm=llm,
             tools=tools,
             emit=self.screen,
-            max_iterations=self.conf.subagent_max_iterations
+            max_iterations=1
+            if direct
+            else self.conf.subagent_max_iterations
             if self.profile.subagent
             else self.conf.max_iterations,
             budget=fitter,
             on_message=self.log.add,
             steps=self.trace,
-            gate=await gate_for(
+            gate=None
+            if direct
+            else await gate_for(
                 conf=self.conf,
                 session=self.session,
                 owner_id=self.ctx.owner_id,
                 skill_tools=[name for skill in skills for name in skill.approve_tools],
                 profile=self.profile,
+                asks=self.options.history is None,
             ),
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
@@ -280,11 +309,21 @@ class TurnRunner:
         await self.log.flush()
         return outcome
 
+    def _instructions_message(self) -> dict[str, Any] | None:
+        text = self.options.instructions
+        return {"role": "system", "content": text} if text.strip() else None
+
     async def _system_prompt(self, tool_names: list[str], skills: list[SkillEntry]) -> str:
         if self.profile.subagent:
             return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
         remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
-        summary = await store.latest_summary(session_id=self.session.pk)
+        # The summary is of the stored history, which a client that sends its own does not
+        # continue.
+        summary = (
+            await store.latest_summary(session_id=self.session.pk)
+            if self.options.history is None
+            else ""
+        )
         return context.system_prompt(
             workspace=self.conf.workspace,
             folder=self.folder,
@@ -292,6 +331,7 @@ class TurnRunner:
             sections=[
                 *context.memory_sections(long_term=remembered, summary=summary),
                 *context.skills_sections(skills),
+                context.client_instructions(self.options.instructions),
             ],
         )
 

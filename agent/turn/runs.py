@@ -41,13 +41,17 @@ def submit_task(
     session_key: str | None = None,
     model: str | None = None,
     wait: bool = True,
+    tools: bool | list[str] | None = None,
 ) -> Run:
-    """Record a task and run it now (`wait`) or queue it for the worker."""
+    """Record a task and run it now (`wait`) or queue it for the worker. `tools`: the ones
+    it may use, or False for a direct generation (see `TurnOptions.tools`)."""
     session = _session_for(user, session_key)
     if not (model or session.model or agent_settings().model):
         raise ModelNotConfigured()
     content = compose_prompt(prompt, context)
-    run = services.queue_run(session=session, channel=CHANNEL, prompt=content, model=model or "")
+    run = services.queue_run(
+        session=session, channel=CHANNEL, prompt=content, model=model or "", tools=tools
+    )
     if wait:
         execute_task(run, owner=user)
         finished = selectors.get_run(run_id=run.pk)

@@ -22,6 +22,7 @@ from agent.events import Emit, MessageEvent, discard
 from agent.turn import slash, store, waiting
 from agent.turn.approvals import end_waiting
 from agent.turn.locks import can_be_lost, session_lock, tracked
+from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
     SessionGone,
@@ -63,16 +64,20 @@ async def run_turn(
     channel: str,
     emit: Emit = discard,
     model: str | None = None,
+    options: TurnOptions | None = None,
 ) -> TurnResult:
     """Run one turn of `session` (a key of the ownerless sessions, or a `SessionRef`) with
-    the user's `content`; events go to `emit`."""
+    the user's `content`; events go to `emit`. `options`: what else the door asks of it
+    (the tools it may use, the conversation its client sent, generation settings)."""
     validate_content(content)
     if model:
         allowed_model(model, agent_settings())
     ref = session if isinstance(session, SessionRef) else SessionRef(session)
     row = await _open(ref)
     try:
-        return await _run(row, ref.owner, content, channel=channel, emit=emit, model=model)
+        return await _run(
+            row, ref.owner, content, channel=channel, emit=emit, model=model, options=options
+        )
     except SessionDeleted:
         raise SessionGone() from None
 
@@ -133,8 +138,10 @@ async def _run(
     model: str | None,
     queued: Run | None = None,
     reply_to: Session | None = None,
+    options: TurnOptions | None = None,
 ) -> TurnResult:
     conf = agent_settings()
+    options = options or TurnOptions()
     command = slash.parse(content)
     if command is not None:
         return await _answer(command, session, emit, queued=queued, conf=conf)
@@ -147,7 +154,11 @@ async def _run(
             await end_waiting(reason="superseded", session_id=session.pk)
             if queued is None:
                 run = await store.start_new_run(
-                    session=session, channel=channel, prompt=content, model=model_id
+                    session=session,
+                    channel=channel,
+                    prompt=content,
+                    model=model_id,
+                    tools=options.recorded_tools(),
                 )
             else:
                 started = await store.start_queued_run(run_id=queued.pk, model=model_id)
@@ -167,6 +178,7 @@ async def _run(
                 conf=conf,
                 run_recorded=run_recorded,
                 reply_to=reply_to,
+                options=options,
             )
             result = await runner()
     await runner.consolidate_if_due()

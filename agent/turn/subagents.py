@@ -48,6 +48,7 @@ class SessionAgents:
         model: str,
         run_recorded: RunRecorded,
         parent_run: UUID | None = None,
+        tools: list[str] | None = None,
     ) -> None:
         self.session = session
         # The run of the turn that starts them: each sub-agent's run links to it.
@@ -56,6 +57,8 @@ class SessionAgents:
         self.emit = emit
         self.model = model
         self.run_recorded = run_recorded
+        # A turn limited to some tools starts sub-agents that are limited to them too.
+        self.tools = tools
 
     async def spawn(self, task: str, label: str) -> str:
         await self._count()
@@ -65,6 +68,7 @@ class SessionAgents:
             label=label,
             model=self.model,
             parent_run_id=self.parent_run,
+            tools=self.tools,
         )
         await store.enqueue(jobs.RUN_SUBAGENT, str(run.pk), task_name=f"subagent-{run.pk}")
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
@@ -79,6 +83,7 @@ class SessionAgents:
             label=label,
             model=self.model,
             parent_run_id=self.parent_run,
+            tools=self.tools,
         )
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
         status, text = await run_to_end(run, self.owner, self.run_recorded)

@@ -134,6 +134,17 @@ async def turn_registry(conf: AgentSettings) -> ToolRegistry:
     return registry.with_tools(tuple(await hub.tools()))
 
 
+async def unknown_tools(names: list[str], conf: AgentSettings) -> list[str]:
+    """Those of `names` that no turn's registry holds. MCP servers are connected only when
+    a name is not among the tools known without them."""
+    known = set(known_tool_names(conf))
+    missing = [name for name in names if name not in known]
+    if not missing:
+        return []
+    registry = await turn_registry(conf)
+    return [name for name in missing if name not in registry]
+
+
 def known_tool_names(conf: AgentSettings) -> list[str]:
     """Every tool's name, of MCP servers only those already connected: connects nothing."""
     return [*tool_registry(conf).names(), *(tool.name for tool in mcp_hub().known_tools())]

@@ -15,7 +15,8 @@ import { Approvals } from "./approvals.js";
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
 const config = {
-  // A chat is addressed by its path segment: a web chat id, or `api:<id>` for an API session.
+  // A chat is addressed by its path segment: a web chat id, or the whole key of another
+  // door's session (`api:<id>`, `openai:<id>`).
   chat: data.chatId || "",
   // The server's rule for that segment (sessions_app/keys.py), not a copy that could drift.
   chatRe: new RegExp(`^(?:${data.chatPattern})$`),

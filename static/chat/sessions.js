@@ -2,10 +2,16 @@
 
 import { el, icon, api, formatWhen } from "./util.js";
 
-// A chat's address on the page and its socket: a web session by its chat id, an API session
-// by its whole key (`web:abc` is `/c/abc/`, `api:x` is `/c/api:x/`; see sessions_app/keys.py).
+// A chat's address on the page and its socket: a web session by its chat id, an API or OpenAI
+// client's session by its whole key (`web:abc` is `/c/abc/`, `api:x` is `/c/api:x/`,
+// `openai:y` is `/c/openai:y/`; see sessions_app/keys.py).
 export const chatOfKey = (key) => (key.startsWith("web:") ? key.slice(4) : key);
-export const keyOfChat = (chat) => (chat.startsWith("api:") ? chat : `web:${chat}`);
+export const keyOfChat = (chat) => (/^(api|openai):/.test(chat) ? chat : `web:${chat}`);
+// The badge of a session another door started.
+const BADGES = {
+  api: { text: "API", title: "Started through the API" },
+  openai: { text: "OpenAI", title: "Started by an OpenAI client (/v1/chat/completions)" },
+};
 // Not escaped: the rule keeps chat ids to characters a path takes as they are, and an escaped
 // `:` would make the address differ from `location.pathname`.
 export const chatUrl = (chat) => `/c/${chat}/`;
@@ -81,12 +87,12 @@ export class Sidebar {
   item(s) {
     const title = s.title || UNTITLED;
     const active = s.chat === this.current;
-    const fromApi = s.key.startsWith("api:");
+    const badge = BADGES[s.key.split(":", 1)[0]];
     const link = el(
       "a",
       { class: "session-link", href: chatUrl(s.chat), title },
       el("span", { class: "session-title", text: title }),
-      fromApi ? el("span", { class: "session-badge", text: "API", title: "Started through the API" }) : null,
+      badge ? el("span", { class: "session-badge", text: badge.text, title: badge.title }) : null,
       el("span", { class: "session-when", text: formatWhen(s.updated), title: s.updated ? new Date(s.updated).toLocaleString() : "" }),
     );
     link.addEventListener("click", (event) => {

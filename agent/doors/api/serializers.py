@@ -4,6 +4,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -17,6 +18,7 @@ from agent.turn import (
     InvalidInput,
     allowed_model,
     run_trace,
+    unknown_tools,
     validate_content,
 )
 from sessions_app import approvals, keys
@@ -132,6 +134,41 @@ def service_errors_as_invalid() -> Iterator[None]:
         ) from None
 
 
+TOOLS_SCHEMA = {
+    "oneOf": [
+        {"type": "boolean"},
+        {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}},
+    ],
+    "nullable": True,
+}
+
+
+@extend_schema_field(TOOLS_SCHEMA)
+class ToolsField(serializers.Field):
+    """`false`, `true` (or null: every tool, as without it) or a list of tool names."""
+
+    default_error_messages = {
+        "invalid": "Must be false (a direct generation), true, or a list of tool names.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_null=True, **kwargs)
+
+    def to_internal_value(self, data: object) -> bool | list[str] | None:
+        if data is True:
+            return None
+        if data is False:
+            return False
+        items: list[object] = data if isinstance(data, list) else []
+        names = [name for name in items if isinstance(name, str) and 0 < len(name) <= 200]
+        if not isinstance(data, list) or len(names) != len(items):
+            self.fail("invalid")
+        return list(dict.fromkeys(names))
+
+    def to_representation(self, value: object) -> object:
+        return value
+
+
 class TaskIn(serializers.Serializer):
     prompt = StrictCharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
     context = StrictCharField(
@@ -152,6 +189,21 @@ class TaskIn(serializers.Serializer):
         "without it, the session's own choice or AGENT_MODEL.",
     )
     wait = serializers.BooleanField(default=True)
+    tools = ToolsField(
+        required=False,
+        help_text="What the agent may use in this task: a list of tool names (`GET /api/tools`) "
+        "for those alone, or `false` for a direct generation: the model alone, with no tools "
+        "and no agent prompt, in one call. Without it, every tool.",
+    )
+
+    def validate_tools(self, value: bool | list[str] | None) -> bool | list[str] | None:
+        if isinstance(value, list):
+            unknown = async_to_sync(unknown_tools)(value, agent_settings())
+            if unknown:
+                raise serializers.ValidationError(
+                    f"unknown tools: {', '.join(unknown)} (GET /api/tools lists the tools)"
+                )
+        return value
 
     def validate_model(self, value: str) -> str:
         # Refused here, so that no run is recorded and no provider asked for another id.
@@ -229,10 +281,17 @@ class TaskOut(serializers.ModelSerializer):
             "usage",
             "trace",
             "model",
+            "tools",
             "pending",
             "created",
             "finished",
         ]
+        extra_kwargs = {
+            "tools": {
+                "help_text": "What the task could use: null for every tool, the names it was "
+                "limited to, or false for a direct generation."
+            }
+        }
 
     @extend_schema_field(PendingCallOut(many=True))
     def get_pending(self, run: Run) -> list[dict[str, Any]]:

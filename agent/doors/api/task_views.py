@@ -71,6 +71,7 @@ class TaskCreate(APIView):
             session_key=fields.get("session"),
             model=fields.get("model"),
             wait=fields["wait"],
+            tools=fields.get("tools"),
         )
         return Response(TaskOut(run).data, status=200 if fields["wait"] else 202)
 

@@ -1,0 +1,153 @@
+"""The OpenAI door's endpoints: `GET /v1/models` (and one model), `POST /v1/chat/completions`,
+and an error in OpenAI's shape for any other path under `/v1/`.
+
+Async views: the server (daphne) holds no thread for a request while its turn runs, and a
+stream's events leave as the turn makes them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.views.decorators.csrf import csrf_exempt
+
+from agent import failures
+from agent.conf import MODEL_HELP, agent_settings
+from agent.doors.openai.auth import authenticate
+from agent.doors.openai.chat_request import CHANNEL, SESSION_HEADER, read_chat_request
+from agent.doors.openai.errors import SERVER_ERROR, OpenAIError, invalid, model_not_found
+from agent.doors.openai.models import choice_of, model_ids, model_object
+from agent.doors.openai.shapes import Reply
+from agent.doors.openai.turns import DoorTurn
+from agent.turn import get_or_create_session, is_command, take_turn_slot
+
+logger = logging.getLogger(__name__)
+
+View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
+
+
+def openai_view(*methods: str) -> Callable[[View], View]:
+    """An endpoint that answers every failure in OpenAI's shape, and only `methods`."""
+
+    def wrap(view: View) -> View:
+        @csrf_exempt  # a bearer token, never a cookie: nothing a forged page could use
+        @wraps(view)
+        async def answer(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            try:
+                if request.method not in methods:
+                    allowed = ", ".join(methods)
+                    raise OpenAIError(
+                        405,
+                        f"Invalid method for this path: {request.method}; use {allowed}.",
+                        code="method_not_allowed",
+                        headers={"Allow": allowed},
+                    )
+                return await view(request, *args, **kwargs)
+            except OpenAIError as exc:
+                return exc.response()
+            except Exception:
+                ref = failures.log_failure(logger, "%s %s failed", request.method, request.path)
+                error = OpenAIError(500, failures.internal_error(ref), type=SERVER_ERROR)
+                return error.response()
+
+        return answer
+
+    return wrap
+
+
+@openai_view("GET")
+async def models(request: HttpRequest) -> HttpResponse:
+    await authenticate(request)
+    data = [model_object(name) for name in model_ids(agent_settings())]
+    return JsonResponse({"object": "list", "data": data})
+
+
+@openai_view("GET")
+async def model(request: HttpRequest, name: str) -> HttpResponse:
+    await authenticate(request)
+    if choice_of(name, agent_settings()) is None:
+        raise model_not_found(name)
+    return JsonResponse(model_object(name))
+
+
+@openai_view("POST")
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    user = await authenticate(request)
+    conf = agent_settings()
+    chat = read_chat_request(
+        _json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
+    )
+    if not conf.models:  # said before a session is made for a turn that cannot start
+        raise OpenAIError(503, MODEL_HELP, type=SERVER_ERROR, code="model_not_configured")
+    # Slash commands cost no model call and /stop must always get through: only turns count.
+    if not is_command(chat.content):
+        wait = await sync_to_async(take_turn_slot)(user.pk)
+        if wait is not None:
+            seconds = math.ceil(wait)
+            raise OpenAIError(
+                429,
+                f"Rate limit reached: {conf.turn_rate} turns (AGENT_TURN_RATE). "
+                f"Please try again in {seconds}s.",
+                type="requests",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(seconds)},
+            )
+    reply = Reply(model=chat.model, include_usage=chat.include_usage)
+    # Without a session named, the turn is one of its own, kept under the completion's id.
+    key = f"{CHANNEL}:{chat.session or reply.id}"
+    session = await get_or_create_session(key=key, owner=user)
+    turn = DoorTurn(chat, user=user, session=session, reply=reply)
+    # Until the turn has started, a refusal can still be an HTTP error of its own.
+    await turn.started()
+    headers = {"X-Request-Id": reply.id, "X-Session-Key": session.key}
+    if not chat.stream:
+        return JsonResponse(await turn.completion(), headers=headers)
+    response = StreamingHttpResponse(
+        turn.stream(), content_type="text/event-stream; charset=utf-8", headers=headers
+    )
+    response["Cache-Control"] = "no-cache"
+    # Proxies such as nginx would otherwise hold the events back.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@csrf_exempt
+async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Any other path under /v1/."""
+    message = f"Invalid URL ({request.method} {request.path})"
+    return OpenAIError(404, message, code="unknown_url").response()
+
+
+def _json_body(request: HttpRequest) -> object:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raw = None
+    if raw is None or (limit is not None and len(raw) > limit):
+        message = f"The request body is too large: at most {limit} bytes are accepted."
+        raise OpenAIError(413, message, code="request_too_large")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise invalid(
+            None,
+            "We could not parse the JSON body of your request. The body must be JSON, sent "
+            "with Content-Type: application/json.",
+            code=None,
+        ) from None

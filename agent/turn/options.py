@@ -1,0 +1,71 @@
+"""What a door may ask of one turn besides its message: the tools it may use, the
+conversation it continues when the door's client brings its own, the client's instructions,
+and generation settings of its own.
+
+The tools are recorded with the run (`Run.tools`), so that a queued turn and the sub-agents
+a turn starts keep to them wherever they run; the rest lives as long as the call that runs
+the turn, as the conversation a client sends with each request does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent.budget import LLMMessage
+from agent.llm import LLMConfig
+from agent.tools import ToolRegistry
+from sessions_app.models import Run
+
+# None: every tool the turn's kind of turn has. False: a direct generation, the model alone
+# (no tools, no agent prompt, one call). Names: those tools alone.
+Tools = Literal[False] | tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOptions:
+    tools: Tools = None
+    # The conversation before the new message, in OpenAI's chat format (user, assistant
+    # and tool messages); None: the session's stored history.
+    history: tuple[LLMMessage, ...] | None = None
+    # The client's own instructions (its system messages): after the agent's prompt, or
+    # the whole system message of a direct generation.
+    instructions: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def direct(self) -> bool:
+        return self.tools is False
+
+    def recorded_tools(self) -> bool | list[str] | None:
+        """`tools` as the run records it (`Run.tools`)."""
+        return list(self.tools) if isinstance(self.tools, tuple) else self.tools
+
+    def tune(self, config: LLMConfig) -> LLMConfig:
+        """The model's settings with the turn's own generation settings over them."""
+        if self.temperature is not None:
+            config = dataclasses.replace(config, temperature=self.temperature)
+        if self.max_tokens is not None:
+            config = dataclasses.replace(config, max_tokens=self.max_tokens)
+        return config
+
+
+def tools_of(run: Run) -> Tools:
+    """The tools a run's turn may use, as recorded; anything unexpected reads as every tool
+    would be wrong, so it reads as none."""
+    recorded: Any = run.tools
+    if recorded is None:
+        return None
+    if isinstance(recorded, list) and all(isinstance(name, str) for name in recorded):
+        return tuple(recorded)
+    return False
+
+
+def restrict(registry: ToolRegistry, allowed: Tools) -> ToolRegistry:
+    """`registry` less the tools a turn may not use."""
+    if allowed is None:
+        return registry
+    keep = frozenset(allowed or ())
+    return registry.without(frozenset(registry.names()) - keep)
