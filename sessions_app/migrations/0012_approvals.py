@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0010_run_trace"),
+        ("sessions_app", "0011_run_tools"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
