@@ -148,3 +148,23 @@ def test_users_and_sessions_add_tools_that_wait(client: httpx.Client, llm: Scrip
     assert refused.status_code == 400 and "allowed_tools" in refused.json()
     taken_back = client.patch("/api/sessions/api:mine", json={"allowed_tools": []})
     assert taken_back.json()["allowed_tools"] == []
+
+
+def test_an_openai_client_cannot_answer_so_its_turn_does_not_wait(
+    client: httpx.Client, live_site: str, site_env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    """A client of the OpenAI door brings its own conversation and reads one answer: a tool
+    that waits for a person is refused at once, and the turn goes on."""
+    token = client.headers["Authorization"].split()[1]
+    llm.tool_call("write_file", {"path": "o.txt", "content": "o"}).reply("Not allowed here.")
+    answer = httpx.post(
+        f"{live_site}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {token}"},
+        json={"model": "agentsite", "messages": [{"role": "user", "content": "write o.txt"}]},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "Not allowed here."
+    (result,) = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert result["content"].startswith("Error: write_file waits for a person's approval")
+    assert client.get("/api/approvals").json()["pending"] == []
