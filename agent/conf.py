@@ -9,11 +9,14 @@ README's settings table and a test keep the declaration and the documentation on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from django.conf import settings
+
+from agent.prices import parse_prices
 
 Kind = Literal["str", "int", "float", "bool", "list"]
 
@@ -160,6 +163,21 @@ SETTINGS: tuple[Setting, ...] = (
         "agentsite",
         "the service the spans say they come from",
         "otel_service",
+    ),
+    # Usage and cost.
+    Setting(
+        "AGENT_MODEL_PRICES",
+        "str",
+        "",
+        'JSON prices in USD per million tokens: {"openai/llama3": {"input": 0.5, "output": 1.5}}',
+        "model_prices",
+    ),
+    Setting(
+        "AGENT_USER_DAILY_BUDGET",
+        "float",
+        0.0,
+        "USD each user's runs may cost per UTC day; 0: no budget",
+        "user_daily_budget",
     ),
     # Tools.
     Setting(
@@ -308,6 +326,10 @@ def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[s
     if values["AGENT_API_BASE"] and not values["AGENT_API_KEY"]:
         # A custom server given without its own key gets OpenAI's, as the OpenAI SDK would.
         values["AGENT_API_KEY"] = values["OPENAI_API_KEY"]
+    # Wrong prices would make every run's cost wrong or unknown: refused at start-up.
+    parse_prices(values["AGENT_MODEL_PRICES"])
+    if not 0 <= values["AGENT_USER_DAILY_BUDGET"] < math.inf:
+        raise ValueError("AGENT_USER_DAILY_BUDGET must be 0 (no budget) or more")
     return values
 
 
@@ -340,6 +362,8 @@ class AgentSettings:
     otel_traces_endpoint: str
     otel_headers: str
     otel_service: str
+    model_prices: str
+    user_daily_budget: float
     tools: tuple[str, ...]
     approve_tools: tuple[str, ...]
     approval_timeout: int

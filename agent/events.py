@@ -112,6 +112,8 @@ class ApprovalResolved(Event):
 class ThinkingFinished(Event):
     type: ClassVar[str] = "thinking_finished"
     run_id: str
+    # What the run used and cost (`sessions_app.usage.run_usage`), once it is recorded.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,8 @@ class MessageEvent(Event):
     role: str
     content: str
     run_id: str | None = None
+    # On a turn's reply: what its run used and cost, as on `thinking_finished`.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,9 @@ from agent.llm.error_kinds import LLMError
 logger = logging.getLogger(__name__)
 
 OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
+# Asked before each model call after a turn's first, with what the turn used so far: None to
+# go on, or the reply that ends the turn there (a user's daily budget now spent, say).
+HaltCheck = Callable[["LoopResult"], Awaitable[str | None]]
 Status = Literal["succeeded", "failed", "waiting"]
 
 CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
@@ -107,6 +110,7 @@ class AgentLoop:
         on_message: OnMessage | None = None,
         gate: Gate | None = None,
         steps: Steps | None = None,
+        halt_check: HaltCheck | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -116,6 +120,7 @@ class AgentLoop:
         self.budget = budget
         self.gate = gate
         self.steps = steps
+        self.halt_check = halt_check
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
@@ -161,6 +166,10 @@ class AgentLoop:
     ) -> LoopResult:
         compressed = False
         while result.iterations < self.max_iterations:
+            if result.iterations and self.halt_check is not None:
+                halt = await self.halt_check(result)
+                if halt is not None:
+                    return await self._halted(turn, result, halt)
             result.iterations += 1
             messages = await self.budget.fit(system, history, turn)
             try:
@@ -355,6 +364,15 @@ class AgentLoop:
     ) -> None:
         turn.append(message)
         await self.on_message(message, usage)
+
+    async def _halted(self, turn: list[LLMMessage], result: LoopResult, text: str) -> LoopResult:
+        # Every call of the last answer has its result already: the history stays valid.
+        result.status = "failed"
+        result.error = text
+        result.error_kind = "halted"
+        result.text = text
+        await self._record(turn, {"role": "assistant", "content": text}, None)
+        return result
 
     def _failed(self, result: LoopResult, error: LLMError) -> LoopResult:
         logger.warning("model call failed for good (%s): %s", error.kind, error)

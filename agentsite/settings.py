@@ -296,7 +296,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
-    "DESCRIPTION": "Run the agent, follow its tasks, and read your sessions.",
+    "DESCRIPTION": (
+        "Run the agent, follow its tasks, and read your sessions. The schema itself: "
+        "[JSON](/api/schema) or [YAML](/api/schema?format=yaml)."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and its page describe the API to its users, not to anonymous visitors.

@@ -4,15 +4,69 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    DecimalField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app.models import Approval, Memory, Message, Run, Session, UserPreferences
+from sessions_app.models import (
+    Approval,
+    DailyUsage,
+    Memory,
+    Message,
+    Run,
+    Session,
+    UserBudget,
+    UserPreferences,
+)
 from sessions_app.timeline import timeline as run_timeline
+from sessions_app.usage import ZERO, usage_dict
 
 LATEST = 20
+
+
+def usage_columns() -> dict[str, Any]:
+    """A session's usage summed over its runs, each sum a subquery: joined to the runs, the
+    message count beside them would count each message once per run."""
+    runs = Run.objects.filter(session=OuterRef("pk")).order_by().values("session")
+
+    def summed(value: Any, output: Any) -> Coalesce:
+        return Coalesce(Subquery(runs.annotate(v=value).values("v")), 0, output_field=output)
+
+    tokens = Sum(Cast(KT("usage__total_tokens"), BigIntegerField()))
+    unpriced = Count("pk", filter=Q(cost__isnull=True, usage__total_tokens__gt=0))
+    return {
+        "_total_tokens": summed(tokens, BigIntegerField()),
+        "_priced_cost": summed(Sum("cost"), DecimalField(max_digits=14, decimal_places=6)),
+        "_unpriced_runs": summed(unpriced, BigIntegerField()),
+    }
+
+
+def usage_text(obj: Any) -> str:
+    """The session's tokens and cost, as "1,234 tokens · $0.0123" (plus how many runs had no
+    known price)."""
+    used = usage_dict(
+        prompt=0,
+        completion=0,
+        total=getattr(obj, "_total_tokens", 0) or 0,
+        priced_cost=getattr(obj, "_priced_cost", ZERO) or ZERO,
+        unpriced_runs=getattr(obj, "_unpriced_runs", 0) or 0,
+    )
+    text = f"{used['total_tokens']:,} tokens"
+    if used["unpriced_runs"]:
+        return f"{text} · ${used['priced_cost']:.4f} + {used['unpriced_runs']} unpriced"
+    return f"{text} · ${used['priced_cost']:.4f}"
 
 
 def _latest(lines: Iterable[tuple[Any, str]], model: str, session: Session, every: str) -> str:
@@ -35,7 +89,16 @@ def _latest(lines: Iterable[tuple[Any, str]], model: str, session: Session, ever
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ("key", "title", "channel", "owner", "model", "message_count", "updated")
+    list_display = (
+        "key",
+        "title",
+        "channel",
+        "owner",
+        "model",
+        "message_count",
+        "usage",
+        "updated",
+    )
     list_filter = ("channel", "owner")
     # Indexed fields only: a search through every message's text would scan them all.
     search_fields = ("key", "owner__username")
@@ -74,7 +137,7 @@ class SessionAdmin(admin.ModelAdmin):
             super()
             .get_queryset(request)
             .select_related("owner")
-            .annotate(_messages=Count("messages"))
+            .annotate(_messages=Count("messages"), **usage_columns())
         )
 
     # A session may hold tens of thousands of messages: the page shows the newest, and the
@@ -93,6 +156,10 @@ class SessionAdmin(admin.ModelAdmin):
     @admin.display(ordering="_messages", description="messages")
     def message_count(self, obj: Session) -> int:
         return getattr(obj, "_messages", 0)
+
+    @admin.display(ordering="_priced_cost", description="usage")
+    def usage(self, obj: Session) -> str:
+        return usage_text(obj)
 
 
 @admin.register(Message)
@@ -202,6 +269,29 @@ class MemoryAdmin(admin.ModelAdmin):
     readonly_fields = ("created", "updated")
 
 
+@admin.register(DailyUsage)
+class DailyUsageAdmin(admin.ModelAdmin):
+    """Every account's usage, a line per UTC day and model, with the totals of what the
+    filters leave above the list."""
+
+    list_display = (
+        "day",
+        "owner",
+        "model",
+        "runs",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "priced_cost",
+        "unpriced_runs",
+    )
+    list_filter = ("day", "model", "owner")
+    list_select_related = ("owner",)
+    search_fields = ("owner__username", "model")
+    date_hierarchy = "day"
+    change_list_template = "admin/sessions_app/dailyusage/change_list.html"
+
+
 @admin.register(Approval)
 class ApprovalAdmin(admin.ModelAdmin):
     """Every tool call that waited for a person; `pending` ones wait now."""
@@ -217,6 +307,49 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        response = super().changelist_view(request, extra_context)
+        changelist = (getattr(response, "context_data", None) or {}).get("cl")
+        if changelist is not None:
+            sums = changelist.queryset.aggregate(
+                runs=Sum("runs"),
+                prompt=Sum("prompt_tokens"),
+                completion=Sum("completion_tokens"),
+                total=Sum("total_tokens"),
+                priced=Sum("priced_cost"),
+                unpriced=Sum("unpriced_runs"),
+            )
+            response.context_data["usage_totals"] = {  # type: ignore[attr-defined]
+                "runs": sums["runs"] or 0,
+                **usage_dict(
+                    prompt=sums["prompt"] or 0,
+                    completion=sums["completion"] or 0,
+                    total=sums["total"] or 0,
+                    priced_cost=sums["priced"] or ZERO,
+                    unpriced_runs=sums["unpriced"] or 0,
+                ),
+            }
+        return response
+
+
+class UserBudgetInline(admin.StackedInline):
+    """On a user's page: lift their daily budget, or give them another amount."""
+
+    model = UserBudget
+    can_delete = True
+    max_num = 1
+    extra = 1
+    verbose_name = "daily budget"
+    verbose_name_plural = "daily budget"
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(admin.ModelAdmin):
+    list_display = ("user", "unlimited", "daily_budget")
+    list_select_related = ("user",)
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
 
 
 @admin.register(UserPreferences)

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from agent import tool_patterns
@@ -166,6 +167,9 @@ class Run(models.Model):
     tools_used = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # Set once its usage and cost are added to the daily ledger (`DailyUsage`): a record
+    # written again after its commit's reply was lost adds nothing twice.
+    counted = models.BooleanField(default=False, editable=False)
     # A sub-agent's run: the session that spawned it, which hears how it ended.
     parent = models.ForeignKey(
         Session,
@@ -341,3 +345,75 @@ class Relayed(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message.get('type', '?')} for session {self.session_id} from {self.origin}"
+
+
+class DailyUsage(models.Model):
+    """What one user's runs of one model used and cost on one UTC day, added to as each run
+    ends (in the transaction that records it). The usage pages and the daily budget read
+    this rather than the runs: one row per model a day, and it outlives the conversations,
+    since deleting one does not give back what it cost."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_usage",
+    )
+    day = models.DateField(help_text="The UTC day the runs ended.")
+    model = models.CharField(max_length=200, blank=True)
+    runs = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    priced_cost = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        default=0,
+        help_text="USD, of the runs whose model has a known price.",
+    )
+    unpriced_runs = models.PositiveIntegerField(
+        default=0, help_text="Runs that used tokens of a model with no known price."
+    )
+
+    class Meta:
+        ordering = ["-day", "model"]
+        verbose_name_plural = "daily usage"
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "day", "model"], name="usage_per_owner_day"),
+            models.UniqueConstraint(
+                fields=["day", "model"],
+                condition=models.Q(owner__isnull=True),
+                name="usage_per_day_without_owner",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner or 'no account'} {self.day} {self.model}"
+
+
+class UserBudget(models.Model):
+    """A user's own daily budget, set by staff: lifted altogether, or an amount other than
+    the site's AGENT_USER_DAILY_BUDGET."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_budget"
+    )
+    unlimited = models.BooleanField(
+        default=False, help_text="No daily budget for this user, whatever the site's is."
+    )
+    daily_budget = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="USD this user's runs may cost per UTC day; empty: AGENT_USER_DAILY_BUDGET.",
+    )
+
+    def __str__(self) -> str:
+        if self.unlimited:
+            return f"{self.user}: no daily budget"
+        if self.daily_budget is None:
+            return f"{self.user}: the site's daily budget"
+        return f"{self.user}: ${self.daily_budget} a day"

@@ -10,6 +10,7 @@ from uuid import UUID
 from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
+from sessions_app import usage
 from sessions_app.keys import USER_CHANNELS, is_user_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
@@ -118,10 +119,15 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
     """The live conversation as a client shows it, oldest first."""
     rows = list(
         Message.objects.filter(session=session, archived=False)
-        .annotate(run_channel=F("run__channel"))
+        .annotate(
+            run_channel=F("run__channel"),
+            run_usage=F("run__usage"),
+            run_cost=F("run__cost"),
+            run_finished=F("run__finished"),
+        )
         .order_by("-id")[:limit]
     )
-    return [
+    shown = [
         {
             "id": row.id,
             # What a sub-agent's report said to the agent is the model's input, not the
@@ -138,6 +144,14 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
         }
         for row in reversed(rows)
     ]
+    # A finished run's usage goes with its last reply, as the chat showed it when it ended.
+    ended: set[Any] = set()
+    for message, row in zip(reversed(shown), rows, strict=True):
+        if row.role == "assistant" and row.run_finished and row.run_id not in ended:
+            ended.add(row.run_id)
+            run = Run(usage=row.run_usage, cost=row.run_cost)
+            message["run_usage"] = usage.run_usage(run)
+    return shown
 
 
 def subagent_run(*, run_id: UUID) -> Run | None:

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app import usage as ledger
 from sessions_app.keys import split_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
@@ -327,9 +328,21 @@ def finish_run(
     if trace is not None:
         run.trace = trace
         fields.append("trace")
+    # Its usage goes into the daily ledger once: not again when this write is made again.
+    first = Run.objects.filter(pk=run.pk, counted=False).update(counted=True)
     if Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields}):
         Session.objects.filter(pk=run.session_id).update(updated=run.finished)
+    else:
+        first = 1  # deleted meanwhile, with its session: what it cost was spent all the same
+    if first:
+        ledger.record_run(run=run, owner_id=_owner_id(run))
     return run
+
+
+def _owner_id(run: Run) -> int | None:
+    if Run.session.is_cached(run):
+        return run.session.owner_id
+    return Session.objects.filter(pk=run.session_id).values_list("owner_id", flat=True).first()
 
 
 def set_session_model(*, session: Session, model: str) -> Session:

@@ -92,12 +92,16 @@ async def test_streamed_turn_with_tools_frame_by_frame(
         "content": "write a.txt",
         "run_id": run_id,
     }
+    # Both carry what the run used; the scripted model has no price, so its cost is unknown.
+    used = frames[-2].pop("usage")
     assert frames[-2] == {"type": "thinking_finished", "run_id": run_id}
+    assert used["total_tokens"] > 0 and used["cost"] is None and used["unpriced_runs"] == 1
     assert frames[-1] == {
         "type": "message",
         "role": "assistant",
         "content": "Written **a.txt**, all done.",
         "run_id": run_id,
+        "usage": used,
     }
     call = next(f for f in frames if f["type"] == "tool_call")
     assert call["name"] == "write_file" and call["arguments"] == {"path": "a.txt", "content": "A"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -56,12 +57,15 @@ async def test_turn_saves_every_message_and_a_run_record(llm: ScriptedLLM, works
         "content": "create hello.txt",
         "run_id": str(run.id),
     }
+    used = frames[-2].pop("usage")
     assert frames[-2] == {"type": "thinking_finished", "run_id": str(run.id)}
+    assert used["total_tokens"] == run.usage["total_tokens"] and used["cost"] is None
     assert frames[-1] == {
         "type": "message",
         "role": "assistant",
         "content": "Done.",
         "run_id": str(run.id),
+        "usage": used,
     }
 
 
@@ -203,7 +207,9 @@ async def test_stop_cancels_the_running_turn(llm: ScriptedLLM, workspace: Path) 
     assert [m.role for m in saved] == ["user", "assistant", "tool"]
     assert saved[2].content.startswith("Error: the turn was stopped")
     frames = events.frames()
-    assert frames[-1] == {"type": "thinking_finished", "run_id": str(run.id)}
+    # What the stopped turn used still counts.
+    assert frames[-1]["usage"]["total_tokens"] == run.usage["total_tokens"] > 0
+    assert frames[-1] == {"type": "thinking_finished", "run_id": str(run.id), "usage": ANY}
     assert frames[-2]["type"] == "tool_result" and frames[-2]["result"].startswith(
         "Error: the turn was stopped"
     )

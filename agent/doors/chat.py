@@ -47,6 +47,7 @@ from agent.turn import (
     SessionRef,
     TurnError,
     answer_approval,
+    budget_refusal,
     get_or_create_session,
     get_run,
     has_running_turn,
@@ -191,12 +192,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._start(text)
 
     async def _admit(self) -> bool:
-        """Whether one more turn may start now: the socket's queue and the user's rate."""
+        """Whether one more turn may start now: the socket's queue, the user's daily budget
+        and their rate."""
         if len(self.pending) >= MAX_PENDING_TURNS:
             await self._refuse(
                 f"{len(self.pending)} messages are already waiting for an answer; "
                 "send this one when they are done, or stop them"
             )
+            return False
+        spent = await budget_refusal(self.user)
+        if spent is not None:
+            await self._refuse(str(spent), retry_after=spent.retry_after)
             return False
         wait = await sync_to_async(take_turn_slot)(self.user.pk)
         if wait is not None:

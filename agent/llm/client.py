@@ -50,6 +50,9 @@ class LLMConfig:
     # Where `openai/<name>` goes when no api_base is set: OpenAI, or OPENAI_BASE_URL.
     openai_base: str = ""
     openai_key: str = ""
+    # US dollars per prompt and per completion token, when the operator priced the model
+    # (AGENT_MODEL_PRICES); otherwise litellm's table prices it, or nothing does.
+    price: tuple[float, float] | None = None
 
 
 def needs_litellm(model: str, backend: str = "auto") -> bool:
@@ -299,6 +302,12 @@ class LLM:
     def _cost(self, usage: dict[str, int]) -> float | None:
         if not usage:
             return None
+        if self.config.price is not None:
+            prompt_price, completion_price = self.config.price
+            return (
+                usage.get("prompt_tokens", 0) * prompt_price
+                + usage.get("completion_tokens", 0) * completion_price
+            )
         if self.wire is not None:
             return model_table.cost(self.config.model, usage)
         return litellm_adapter.cost(self.config.model, usage)

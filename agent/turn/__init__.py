@@ -40,7 +40,9 @@ What a door may ask for, and what it gets back:
   and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
 - Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
-  else the seconds to wait.
+  else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
+  whether the user's daily budget is spent: an `OverBudget` (a `TurnError` with
+  `retry_after`, the seconds until it renews), which `run_turn` and `submit_task` raise too.
 - List the tools: `turn_registry(conf)` (async: the registry a turn gets), and
   `known_tool_names(conf)` and `tool_problems(conf)` without connecting to anything;
   `unknown_tools(names, conf)` (async): which of `names` no turn could be given;
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
     from agent.turn.runs import approve_task, cancel_task, execute_task, resume_task, submit_task
     from agent.turn.service import SessionRef, resume_turn, run_turn
     from agent.turn.slash import is_command
+    from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
         get_or_create_session,
         get_run,
@@ -145,6 +148,7 @@ _PLACES = {
     "runs": ("approve_task", "cancel_task", "execute_task", "resume_task", "submit_task"),
     "service": ("SessionRef", "resume_turn", "run_turn"),
     "slash": ("is_command",),
+    "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
         "get_or_create_session",
         "get_run",
@@ -172,6 +176,7 @@ __all__ = [
     "GroupSink",
     "InvalidInput",
     "ModelNotConfigured",
+    "OverBudget",
     "SessionGone",
     "SessionRef",
     "TurnError",
@@ -181,7 +186,9 @@ __all__ = [
     "announce_subagent",
     "answer_approval",
     "approve_task",
+    "budget_refusal",
     "cancel_task",
+    "check_budget",
     "consolidate_session",
     "delivering",
     "execute_task",

@@ -3,8 +3,9 @@
 A run of job N is a turn of session `cron:N` (the job's owner's) with the job's message;
 its answer is then delivered to the session the job reports to: saved there, and shown on
 its open sockets as a `message` frame followed by `cron_executed`. Each run counts against
-its owner's turn rate (`ratelimit`); one past it does not call the model: the job records
-it as skipped, with why, and nothing is delivered.
+its owner's turn rate (`ratelimit`); one past it, or past the owner's daily budget
+(`spending`), does not call the model: the job records it as skipped, with why, and
+nothing is delivered.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.utils import timezone
 from agent import failures
 from agent.conf import agent_settings
 from agent.events import CronExecuted
-from agent.turn import fanout, ratelimit, store
+from agent.turn import fanout, ratelimit, spending, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
 from agent.turn.service import run_recorded
@@ -30,8 +31,8 @@ from sessions_app.models import Session
 logger = logging.getLogger(__name__)
 
 CHANNEL = "cron"
-# How `run_cron_job` ends a run that the owner's turn rate kept from starting; the job records
-# it as skipped, with why.
+# How `run_cron_job` ends a run that the owner's turn rate or budget kept from starting; the
+# job records it as skipped, with why.
 LIMITED = "limited"
 
 
@@ -84,9 +85,11 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     if run is None:
         return "skipped", "", False
     # Counted once the run is sure to be a turn: a run skipped for the one still going
-    # takes no place in the owner's window.
-    if await asyncio.to_thread(ratelimit.take_turn_slot, job.owner_id) is not None:
+    # takes no place in the owner's window, and neither does one past the owner's budget.
+    why = await spending.past_budget(job.owner)
+    if why is None and await asyncio.to_thread(ratelimit.take_turn_slot, job.owner_id) is not None:
         why = ratelimit.past_rate(job.owner.get_username())
+    if why is not None:
         await store.fail_unfinished_run(run_id=run.pk, text=f"Skipped: {why}.", error=why)
         return LIMITED, f"skipped: {why}", False
     result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk), reply_to=target)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from agent.conf import AgentSettings
 from agent.llm import LLMConfig
+from agent.prices import price_of
 
 
 def llm_config(conf: AgentSettings, model: str) -> LLMConfig:
+    price = price_of(model, conf.model_prices)
     return LLMConfig(
         model=model,
         api_base=conf.api_base,
@@ -20,4 +22,5 @@ def llm_config(conf: AgentSettings, model: str) -> LLMConfig:
         backend=conf.llm_backend,
         openai_base=conf.openai_base_url,
         openai_key=conf.openai_api_key,
+        price=(price.input, price.output) if price is not None else None,
     )

@@ -37,12 +37,14 @@ from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
+from agent.turn.spending import TurnBudget
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_hooks, turn_registry
 from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
+from sessions_app.usage import run_usage
 from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
@@ -138,6 +140,7 @@ class TurnRunner:
                 run_recorded=run_recorded,
                 parent_run=run.pk,
                 tools=list(self.allowed) if isinstance(self.allowed, tuple) else None,
+                spent=self._spent,
             ),
             schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
             if self.profile.schedules
@@ -148,6 +151,10 @@ class TurnRunner:
         self.loop: AgentLoop | None = None
         # What the history cost of what a model call may send, once the turn has started.
         self.history_share: tuple[int, int] | None = None
+
+    def _spent(self) -> float:
+        """What the turn's model calls have cost so far (unknown prices count nothing)."""
+        return (self.loop.result.cost or 0.0) if self.loop is not None else 0.0
 
     async def __call__(self) -> TurnResult:
         self.live.open()
@@ -281,6 +288,7 @@ class TurnRunner:
             budget=fitter,
             on_message=self.log.add,
             steps=self.trace,
+            halt_check=TurnBudget(self.owner.pk) if self.owner is not None else None,
             gate=None
             if direct
             else await gate_for(
@@ -397,14 +405,15 @@ class TurnRunner:
             # Overtaken between its last write and its end: the run closes, without them.
             outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
             await self._finish(outcome, status, [], cancelled=False)
-        await self.emit(ThinkingFinished(run_id=self.run_id))
+        used = run_usage(self.run)
+        await self.emit(ThinkingFinished(run_id=self.run_id, usage=used))
         succeeded = status == Run.Status.SUCCEEDED
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
         # sent twice: not when the model already sent these very words here as a message.
         here = self.delivery.home is self.session
         if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
             await self.emit(
-                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id)
+                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
             )
         if self.exporting:  # after the answer, which the spans must not hold up
             await asyncio.to_thread(self._export, outcome, str(status))

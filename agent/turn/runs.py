@@ -23,6 +23,8 @@ from agent.turn.approvals import answer_approval, end_waiting
 from agent.turn.fanout import GroupSink, delivering
 from agent.turn.refusals import ModelNotConfigured, SessionGone, TurnError
 from agent.turn.service import resume_turn, run_queued
+from agent.turn.slash import is_command
+from agent.turn.spending import check_budget
 from agent.turn.watch import announce_stop
 from sessions_app import selectors, services
 from sessions_app.models import Run, Session
@@ -43,12 +45,15 @@ def submit_task(
     wait: bool = True,
     tools: bool | list[str] | None = None,
 ) -> Run:
-    """Record a task and run it now (`wait`) or queue it for the worker. `tools`: the ones
-    it may use, or False for a direct generation (see `TurnOptions.tools`)."""
+    """Record a task and run it now (`wait`) or queue it for the worker; refused, with
+    nothing recorded, while the user's daily budget is spent (`OverBudget`). `tools`: the
+    ones it may use, or False for a direct generation (see `TurnOptions.tools`)."""
+    content = compose_prompt(prompt, context)
+    if not is_command(content):  # a command costs no model call
+        check_budget(user)
     session = _session_for(user, session_key)
     if not (model or session.model or agent_settings().model):
         raise ModelNotConfigured()
-    content = compose_prompt(prompt, context)
     run = services.queue_run(
         session=session, channel=CHANNEL, prompt=content, model=model or "", tools=tools
     )

@@ -32,6 +32,7 @@ from agent.turn.refusals import (
     validate_content,
 )
 from agent.turn.runner import STOPPED_TEXT, TurnRunner
+from agent.turn.spending import budget_refusal
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
 
@@ -147,6 +148,10 @@ async def _run(
         return await _answer(command, session, emit, queued=queued, conf=conf)
 
     model_id = choose_model(model, session.model, conf, key=session.key)
+    # Every door's turns, and the user's own work's, stop at their daily budget.
+    refusal = await budget_refusal(owner)
+    if refusal is not None:
+        raise refusal
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)

@@ -1,8 +1,8 @@
 """Sub-agents that `spawn` queued, as the worker runs them: the sub-agent's turn, then how it
 ended told to the session that started it (`announce_subagent`), a frame for its sockets and, unless
 it was stopped, a short turn on the `system` channel in which the agent tells the user what
-came of it. That turn counts against the owner's turn rate; past it the sub-agent's answer
-is posted as it gave it.
+came of it. That turn counts against the owner's turn rate; past it, or past the owner's
+daily budget, the sub-agent's answer is posted as it gave it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from uuid import UUID
 
 from agent import context
 from agent.events import SubagentCompleted
-from agent.turn import fanout, ratelimit, store
+from agent.turn import fanout, ratelimit, spending, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
 from agent.turn.refusals import TurnError
@@ -51,10 +51,16 @@ async def announce_subagent(run_id: UUID) -> None:
         return  # stopped: the /stop answer said so; unfinished: it is not over yet
     result = (run.text or run.error or "")[:RESULT_CHARS]
     owner = parent.owner
-    wait = None if owner is None else await asyncio.to_thread(ratelimit.take_turn_slot, owner.pk)
-    if owner is not None and wait is not None:
-        # The agent's own words would take a turn past the owner's rate: the answer as it is.
+    why = await spending.past_budget(owner)
+    if (
+        why is None
+        and owner is not None
+        and await asyncio.to_thread(ratelimit.take_turn_slot, owner.pk) is not None
+    ):
         why = ratelimit.past_rate(owner.get_username())
+    if why is not None:
+        # The agent's own words would take a turn past the owner's rate or budget: the
+        # answer as it is.
         said = {"succeeded": "finished"}.get(run.status, run.status)
         await post(
             parent,

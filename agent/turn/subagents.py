@@ -8,8 +8,9 @@ is announced there (`subagent_runs`): a `subagent_completed` frame, then a short
 the `system` channel in which the agent tells the user what came of it.
 
 A sub-agent's turn counts against its owner's turn rate (`ratelimit`) when it is started,
-and so does the announcing turn: past the rate `spawn` and `subagent` refuse with why (the
-parent turn's tool result), and the announcement is the sub-agent's answer as it gave it.
+and so does the announcing turn: past the rate, or past the owner's daily budget
+(`spending`), `spawn` and `subagent` refuse with why (the parent turn's tool result), and
+the announcement is the sub-agent's answer as it gave it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -24,7 +26,7 @@ from django.contrib.auth.models import User
 from agent import jobs
 from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
-from agent.turn import ratelimit, store
+from agent.turn import ratelimit, spending, store
 from agent.turn.outcome import RunRecorded
 from sessions_app.models import Run, Session
 
@@ -49,6 +51,7 @@ class SessionAgents:
         run_recorded: RunRecorded,
         parent_run: UUID | None = None,
         tools: list[str] | None = None,
+        spent: Callable[[], float] | None = None,
     ) -> None:
         self.session = session
         # The run of the turn that starts them: each sub-agent's run links to it.
@@ -59,6 +62,8 @@ class SessionAgents:
         self.run_recorded = run_recorded
         # A turn limited to some tools starts sub-agents that are limited to them too.
         self.tools = tools
+        # What the starting turn has cost so far, which counts against the owner's budget.
+        self.spent = spent
 
     async def spawn(self, task: str, label: str) -> str:
         await self._count()
@@ -93,9 +98,14 @@ class SessionAgents:
         return text
 
     async def _count(self) -> None:
-        """Count the sub-agent's turn against the owner's rate, or refuse to start it."""
+        """Count the sub-agent's turn against the owner's rate, or refuse to start it (past
+        that rate or the owner's daily budget)."""
         if self.owner is None:
             return  # a turn of no account (the command line's): nobody's rate to count
+        besides = self.spent() if self.spent is not None else 0.0
+        spent = await spending.past_budget(self.owner, besides=besides)
+        if spent is not None:
+            raise ToolError(f"no sub-agent was started: {spent}; do the task yourself")
         wait = await asyncio.to_thread(ratelimit.take_turn_slot, self.owner.pk)
         if wait is not None:
             raise ToolError(

@@ -2,7 +2,7 @@
 // together; keeps the header, the connection badge and the outbox, and routes between chats.
 // Template values come from data-* attributes on <body> (see templates/chat.html).
 
-import { el, icon, newChatId } from "./util.js";
+import { el, icon, newChatId, formatUsage } from "./util.js";
 import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
@@ -30,6 +30,7 @@ const config = {
 const dom = {
   title: $("chat-title"),
   model: $("model-name"),
+  usage: $("chat-usage"),
   conn: $("conn-status"),
   notices: $("notices"),
   fatal: $("fatal"),
@@ -173,6 +174,10 @@ function updateHeader() {
   const model = state.model || (session && session.model) || config.defaultModel;
   dom.model.textContent = model || "no model set";
   dom.model.title = model ? `Model: ${model}` : "No model configured";
+  // The chat's runs so far, summed by the server (`usage` of the sessions list).
+  const used = session && session.usage && session.usage.total_tokens ? formatUsage(session.usage) : "";
+  dom.usage.textContent = used ? `This chat: ${used}` : "";
+  dom.usage.hidden = !used;
   document.title = `${title} · agentsite`;
 }
 

@@ -1,7 +1,16 @@
 // The conversation view: bubbles, streamed replies, tool cards, system lines,
 // the thinking indicator and autoscroll. It knows nothing about sockets.
 
-import { el, icon, copyButton, contentText, parseArguments, summariseArguments, formatDuration } from "./util.js";
+import {
+  el,
+  icon,
+  copyButton,
+  contentText,
+  parseArguments,
+  summariseArguments,
+  formatDuration,
+  formatUsage,
+} from "./util.js";
 import { renderMarkdown } from "./markdown.js";
 
 const NOTE_MAX = 300;
@@ -213,18 +222,24 @@ export class Conversation {
     renderMarkdown(record.body, record.text);
     record.node.classList.remove("streaming");
     if (stopped) markStopped(record.node);
-    this.streamed.push({ runId: record.runId, text: norm(record.text), claimed: Boolean(record.claimed) });
+    this.streamed.push({ runId: record.runId, text: norm(record.text), claimed: Boolean(record.claimed), node: record.node });
     if (this.streamed.length > 50) this.streamed.shift();
     this.follow();
   }
 
-  /** True if a streamed bubble already shows this final text (then the `message` frame adds nothing). */
+  /** The streamed bubble that already shows this final text (then the `message` frame adds nothing), or null. */
   claimStreamed(content, runId) {
     const text = norm(content);
-    if (!text) return false;
+    if (!text) return null;
     const candidates = [
       ...this.streamed,
-      ...Array.from(this.streams.values(), (r) => ({ runId: r.runId, text: norm(r.text), claimed: r.claimed, live: r })),
+      ...Array.from(this.streams.values(), (r) => ({
+        runId: r.runId,
+        text: norm(r.text),
+        claimed: r.claimed,
+        live: r,
+        node: r.node,
+      })),
     ];
     for (let i = candidates.length - 1; i >= 0; i--) {
       const entry = candidates[i];
@@ -232,9 +247,19 @@ export class Conversation {
       if (runId && entry.runId && entry.runId !== runId) continue;
       if (entry.live) entry.live.claimed = true;
       else entry.claimed = true;
-      return true;
+      return entry.node;
     }
-    return false;
+    return null;
+  }
+
+  /** Under a run's reply: what the run used and cost. */
+  addUsage(node, usage) {
+    const text = formatUsage(usage);
+    if (!node || !text) return;
+    const line = node.querySelector(".msg-usage") || el("div", { class: "msg-usage" });
+    line.textContent = text;
+    line.title = usageTitle(usage);
+    node.insertBefore(line, node.querySelector(".msg-actions"));
   }
 
   // ---- tool cards -------------------------------------------------------
@@ -343,6 +368,7 @@ export class Conversation {
         const { node } = this.addAssistant(text);
         node.dataset.id = m.id ?? "";
         if (m.stopped) markStopped(node);
+        if (m.run_usage) this.addUsage(node, m.run_usage);
       }
       for (const call of m.tool_calls || []) {
         const fn = call.function || {};
@@ -403,4 +429,10 @@ function markStopped(node) {
   node.dataset.stopped = "true";
   const actions = node.querySelector(".msg-actions");
   node.insertBefore(el("div", { class: "msg-stopped", text: "stopped" }), actions);
+}
+
+function usageTitle(usage) {
+  const parts = [`${Number(usage.prompt_tokens) || 0} prompt`, `${Number(usage.completion_tokens) || 0} completion tokens`];
+  if (usage.unpriced_runs) parts.push("the model has no known price");
+  return parts.join(", ");
 }

@@ -108,12 +108,16 @@ export class Frames {
     }
     if (text.startsWith("New conversation started")) {
       conv.clear(); // the server archived the old conversation
-    } else if (conv.claimStreamed(text, f.run_id)) {
-      refreshSoon(); // the streamed bubble already shows this reply
-      return;
+    } else {
+      const streamed = conv.claimStreamed(text, f.run_id);
+      if (streamed) {
+        conv.addUsage(streamed, f.usage); // the streamed bubble already shows this reply
+        refreshSoon();
+        return;
+      }
     }
     if (role === "system") conv.addSystem(text);
-    else if (text.trim()) conv.addAssistant(text);
+    else if (text.trim()) conv.addUsage(conv.addAssistant(text).node, f.usage);
     refreshSoon();
   }
 }

@@ -162,6 +162,24 @@ export function formatDuration(ms) {
   return `${minutes} min ${Math.round((ms % 60000) / 1000)} s`;
 }
 
+/** What a run or a chat used: "1,234 tokens · $0.0012", the cost unknown when a model has no price. */
+export function formatUsage(usage) {
+  if (!usage || typeof usage !== "object") return "";
+  const tokens = Number(usage.total_tokens) || 0;
+  const words = `${tokens.toLocaleString("en")} token${tokens === 1 ? "" : "s"}`;
+  if (typeof usage.cost === "number") return `${words} · ${formatCost(usage.cost)}`;
+  const priced = Number(usage.priced_cost) || 0;
+  if (!usage.unpriced_runs) return words;
+  return priced > 0 ? `${words} · ${formatCost(priced)} + unpriced` : `${words} · cost unknown`;
+}
+
+/** "$5.00", "$0.50", "$0.00125": cents, or as many decimals as a small sum needs (six at most). */
+function formatCost(dollars) {
+  if (dollars >= 1) return `$${dollars.toFixed(2)}`;
+  const [whole, decimals = ""] = dollars.toFixed(6).replace(/0+$/, "").split(".");
+  return `$${whole}.${decimals.padEnd(2, "0")}`;
+}
+
 /** Short time for the sidebar: "14:05" today, "Mon" this week, else "12 Mar". */
 export function formatWhen(iso) {
   if (!iso) return "";

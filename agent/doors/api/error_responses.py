@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from agent.turn import ModelNotConfigured, TurnError
+from agent.turn import ModelNotConfigured, OverBudget, TurnError
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def _response_for(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, ModelNotConfigured):
         return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    if isinstance(exc, OverBudget):
+        headers = {"Retry-After": str(exc.retry_after)}
+        return Response(
+            {"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS, headers=headers
+        )
     if isinstance(exc, TurnError):
         return Response({exc.field or "detail": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
     # Django raises these while reading the body (DRF's parsers read it through

@@ -23,6 +23,22 @@ from agent.turn import (
 )
 from sessions_app import approvals, keys
 from sessions_app.models import Message, Run, Session
+from sessions_app.usage import run_usage, session_usage
+
+
+class UsageOut(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(
+        allow_null=True,
+        help_text="USD; null when a run counted here used a model with no known price "
+        "(litellm's table or AGENT_MODEL_PRICES).",
+    )
+    priced_cost = serializers.FloatField(help_text="USD, of the runs whose price is known.")
+    unpriced_runs = serializers.IntegerField(
+        help_text="Runs that used tokens of a model with no known price."
+    )
 
 
 class SessionOut(serializers.ModelSerializer):
@@ -36,6 +52,8 @@ class SessionOut(serializers.ModelSerializer):
         help_text='Tools answered "always" in this session: they no longer wait here.',
     )
 
+    usage = serializers.SerializerMethodField()
+
     class Meta:
         model = Session
         fields = [
@@ -48,7 +66,17 @@ class SessionOut(serializers.ModelSerializer):
             "allowed_tools",
             "created",
             "updated",
+            "usage",
         ]
+
+    @extend_schema_field(UsageOut)
+    def get_usage(self, session: Session) -> dict[str, Any]:
+        """Summed over the session's runs; a list reads them all in one query, handed over
+        as the context's `usage` (`sessions_app.usage.session_usage`)."""
+        known = self.context.get("usage")
+        if known is None:
+            known = session_usage(session_ids=[session.pk])
+        return known[session.pk]
 
 
 class ToolPatternsField(serializers.ListField):
@@ -227,7 +255,7 @@ class TaskIn(serializers.Serializer):
         return attrs
 
 
-class UsageOut(serializers.Serializer):
+class TokensOut(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
@@ -247,7 +275,7 @@ class TraceStepOut(serializers.Serializer):
     error = serializers.CharField(
         allow_null=True, help_text="Why it failed; `stopped` for a call the turn was stopped in."
     )
-    tokens = UsageOut(
+    tokens = TokensOut(
         required=False, allow_null=True, help_text="Model calls: null when none were counted."
     )
     cost = serializers.FloatField(
@@ -300,9 +328,8 @@ class TaskOut(serializers.ModelSerializer):
         return list(PendingCallOut(approvals.pending_approvals(run_id=run.pk), many=True).data)
 
     @extend_schema_field(UsageOut)
-    def get_usage(self, run: Run) -> dict[str, int]:
-        usage = run.usage or {}
-        return {key: int(usage.get(key, 0)) for key in UsageOut().fields}
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        return run_usage(run)
 
     @extend_schema_field(TraceStepOut(many=True))
     def get_trace(self, run: Run) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.serializers import MessageOut, MessagesQueryIn, SessionOut, SessionUpdateIn
 from sessions_app import selectors, services
 from sessions_app.models import Session
+from sessions_app.usage import session_usage
 
 
 def owned_session(request: Request, key: str) -> Session:
@@ -32,11 +33,12 @@ class SessionList(APIView):
     @extend_schema(
         responses={200: SessionOut(many=True), **AUTH_ERRORS},
         description="Your sessions that the other session routes open (`web:` and `api:` "
-        "keys), the most recently active first.",
+        "keys), the most recently active first, each with its `usage` summed over its runs.",
     )
     def get(self, request: Request) -> Response:
         sessions = selectors.list_sessions(owner=request.user)
-        return Response(SessionOut(sessions, many=True).data)
+        used = session_usage(session_ids=[session.pk for session in sessions])
+        return Response(SessionOut(sessions, many=True, context={"usage": used}).data)
 
 
 class SessionDetail(APIView):

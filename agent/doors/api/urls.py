@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import URLPattern, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from agent.doors.api import (
     approval_views,
@@ -20,8 +20,10 @@ from agent.doors.api import (
     skill_views,
     task_views,
     upload_views,
+    usage_views,
 )
 from agent.doors.api.error_responses import not_found
+from agent.doors.api.schema import SchemaView
 from sessions_app import keys  # noqa: F401  (registers the `session_key` path converter)
 
 
@@ -63,7 +65,8 @@ urlpatterns = [
         "mcp-servers/<slug:name>", mcp_server_views.McpServerDetail.as_view(), "mcp-server-detail"
     ),
     *route("uploads", upload_views.UploadList.as_view(), "upload-list"),
-    *route("schema", SpectacularAPIView.as_view(), "schema"),
+    *route("usage", usage_views.Usage.as_view(), "usage"),
+    *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
     *route("docs", SpectacularSwaggerSplitView.as_view(url_name="schema"), "docs"),

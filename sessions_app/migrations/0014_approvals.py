@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0011_run_tools"),
+        ("sessions_app", "0013_user_budgets"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,83 @@
+"""The REST endpoint of a user's usage: what their runs used and cost per UTC day and per
+model, and where they stand against their daily budget."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agent.conf import agent_settings
+from agent.doors.api.schema import AUTH_ERRORS, INVALID
+from agent.doors.api.serializers import UsageOut
+from sessions_app import usage
+
+MAX_DAYS = 366
+
+
+class UsageQueryIn(serializers.Serializer):
+    days = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_DAYS,
+        default=30,
+        help_text="UTC days to cover, today included (1 to 366).",
+    )
+
+
+class UsageLineOut(UsageOut):
+    runs = serializers.IntegerField(help_text="Runs that called a model.")
+
+
+class DayUsageOut(UsageLineOut):
+    day = serializers.DateField(help_text="A UTC day: the runs that ended on it.")
+
+
+class ModelUsageOut(UsageLineOut):
+    model = serializers.CharField()
+
+
+class BudgetOut(serializers.Serializer):
+    daily = serializers.FloatField(
+        allow_null=True, help_text="USD your runs may cost per UTC day; null: no budget."
+    )
+    spent_today = serializers.FloatField(help_text="USD your priced runs cost since 00:00 UTC.")
+    left_today = serializers.FloatField(allow_null=True)
+    renews = serializers.DateTimeField(help_text="When today's spending starts again from 0.")
+
+
+class UsageReportOut(serializers.Serializer):
+    days = serializers.IntegerField()
+    since = serializers.DateField()
+    until = serializers.DateField()
+    total = UsageLineOut()
+    by_day = DayUsageOut(many=True, help_text="Each day that had any use, oldest first.")
+    by_model = ModelUsageOut(many=True)
+    budget = BudgetOut()
+
+
+class Usage(APIView):
+    @extend_schema(
+        parameters=[UsageQueryIn],
+        responses={200: UsageReportOut, **INVALID, **AUTH_ERRORS},
+        description="What your runs used and cost over the last `days` UTC days: in all, per "
+        "day and per model, and your daily budget. `cost` is null where a run's model has no "
+        "known price; `priced_cost` is what the runs with one cost.",
+    )
+    def get(self, request: Request) -> Response:
+        # A plain dict: a repeated parameter is one value, as every other endpoint reads it.
+        query = UsageQueryIn(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        report = usage.usage_report(owner=request.user, days=query.validated_data["days"])
+        state = usage.budget_state(
+            user_id=request.user.pk, site_budget=agent_settings().user_daily_budget
+        )
+        limit = float(state.limit) if state.limit is not None else None
+        report["budget"] = {
+            "daily": limit,
+            "spent_today": float(state.spent),
+            "left_today": None if limit is None else max(0.0, limit - float(state.spent)),
+            "renews": usage.next_day_starts(),
+        }
+        return Response(UsageReportOut(report).data)

@@ -1,0 +1,248 @@
+"""What runs used and cost: the daily ledger (`DailyUsage`), sums per session, per UTC day
+and per model, and each user's daily budget.
+
+The rule for a cost that is not known: a run whose model has no price (neither litellm's
+table nor AGENT_MODEL_PRICES names it) used tokens at an unknown cost. Any sum that holds
+such a run has `cost` null, since its total cannot be known; `priced_cost` is what the runs
+with a price cost, and `unpriced_runs` says how many had none. The daily budget counts
+`priced_cost`: what is not priced cannot be counted, and an operator who wants a
+self-hosted model counted gives it a price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.db.models import BigIntegerField, Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
+
+from sessions_app.models import DailyUsage, Run
+
+TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
+ZERO = Decimal(0)
+
+
+def today() -> date:
+    """The UTC day now, which budgets and the ledger count by."""
+    return timezone.now().astimezone(UTC).date()
+
+
+def next_day_starts() -> datetime:
+    return datetime.combine(today() + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def usage_dict(
+    *, prompt: int, completion: int, total: int, priced_cost: Decimal, unpriced_runs: int
+) -> dict[str, Any]:
+    """A sum of usage as the API, the admin and the chat page show it (see the module's
+    rule for `cost`)."""
+    priced = float(priced_cost)
+    return {
+        "prompt_tokens": int(prompt),
+        "completion_tokens": int(completion),
+        "total_tokens": int(total),
+        "cost": None if unpriced_runs else priced,
+        "priced_cost": priced,
+        "unpriced_runs": int(unpriced_runs),
+    }
+
+
+def run_usage(run: Run) -> dict[str, Any]:
+    """One run's usage, by the same rule."""
+    used = run.usage or {}
+    tokens = {key: int(used.get(key) or 0) for key in TOKENS}
+    unpriced = run.cost is None and _used_tokens(used)
+    return usage_dict(
+        prompt=tokens["prompt_tokens"],
+        completion=tokens["completion_tokens"],
+        total=tokens["total_tokens"],
+        priced_cost=run.cost or ZERO,
+        unpriced_runs=1 if unpriced else 0,
+    )
+
+
+def _used_tokens(usage: dict[str, Any]) -> bool:
+    return any(int(usage.get(key) or 0) > 0 for key in TOKENS)
+
+
+# ---- the ledger -------------------------------------------------------------------------
+
+
+def record_run(*, run: Run, owner_id: int | None) -> None:
+    """Add what `run` used and cost to its owner's line for today and its model. Called in
+    the transaction that records how the run ended; a run that called no model adds nothing."""
+    used = run.usage or {}
+    if run.cost is None and not _used_tokens(used):
+        return
+    add_usage(
+        owner_id=owner_id,
+        model=run.model,
+        usage=used,
+        cost=run.cost,
+    )
+
+
+def add_usage(
+    *, owner_id: int | None, model: str, usage: dict[str, Any], cost: Decimal | None
+) -> None:
+    """Add one run's tokens and cost (None: its price is unknown) to today's line."""
+    increments = {key: F(key) + int(usage.get(key) or 0) for key in TOKENS}
+    increments["runs"] = F("runs") + 1
+    if cost is not None:
+        increments["priced_cost"] = F("priced_cost") + cost
+    elif _used_tokens(usage):
+        increments["unpriced_runs"] = F("unpriced_runs") + 1
+    line = DailyUsage.objects.filter(owner_id=owner_id, day=today(), model=model[:200])
+    if line.update(**increments):
+        return
+    try:
+        # The day's first run of this model: its line is made, unless another process made
+        # it a moment ago, in which case that one is added to.
+        with transaction.atomic():
+            DailyUsage.objects.create(owner_id=owner_id, day=today(), model=model[:200])
+    except IntegrityError:
+        pass
+    line.update(**increments)
+
+
+# ---- sums -------------------------------------------------------------------------------
+
+
+def _token_sum(key: str) -> Coalesce:
+    return Coalesce(Sum(Cast(KT(f"usage__{key}"), BigIntegerField())), 0)
+
+
+def session_usage(*, session_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The usage of each of the sessions, summed over their runs in one query."""
+    unpriced = Q(cost__isnull=True) & (
+        Q(usage__prompt_tokens__gt=0)
+        | Q(usage__completion_tokens__gt=0)
+        | Q(usage__total_tokens__gt=0)
+    )
+    rows = (
+        Run.objects.filter(session_id__in=session_ids)
+        .values("session_id")
+        .annotate(
+            prompt=_token_sum("prompt_tokens"),
+            completion=_token_sum("completion_tokens"),
+            total=_token_sum("total_tokens"),
+            priced=Coalesce(Sum("cost"), ZERO),
+            unpriced=Count("pk", filter=unpriced),
+        )
+        .order_by()
+    )
+    found = {
+        row["session_id"]: usage_dict(
+            prompt=row["prompt"],
+            completion=row["completion"],
+            total=row["total"],
+            priced_cost=row["priced"],
+            unpriced_runs=row["unpriced"],
+        )
+        for row in rows
+    }
+    nothing = usage_dict(prompt=0, completion=0, total=0, priced_cost=ZERO, unpriced_runs=0)
+    return {pk: found.get(pk, nothing) for pk in session_ids}
+
+
+_SUMS = {
+    "runs_": Sum("runs"),
+    "prompt": Sum("prompt_tokens"),
+    "completion": Sum("completion_tokens"),
+    "total": Sum("total_tokens"),
+    "priced": Sum("priced_cost"),
+    "unpriced": Sum("unpriced_runs"),
+}
+
+
+def _sums(lines: QuerySet[DailyUsage], *by: str) -> list[dict[str, Any]]:
+    """The lines summed for each value of the fields `by`; without any, one sum of them all."""
+    if by:
+        rows: list[dict[str, Any]] = list(lines.values(*by).annotate(**_SUMS).order_by(*by))
+    else:
+        rows = [lines.aggregate(**_SUMS)]
+    return [
+        {
+            **{key: row[key] for key in by},
+            "runs": int(row["runs_"] or 0),
+            **usage_dict(
+                prompt=row["prompt"] or 0,
+                completion=row["completion"] or 0,
+                total=row["total"] or 0,
+                priced_cost=row["priced"] or ZERO,
+                unpriced_runs=row["unpriced"] or 0,
+            ),
+        }
+        for row in rows
+    ]
+
+
+def usage_report(*, owner: User, days: int) -> dict[str, Any]:
+    """The owner's usage over the last `days` UTC days (today included): the total, each
+    day that had any (oldest first) and each model."""
+    first = today() - timedelta(days=days - 1)
+    lines = DailyUsage.objects.filter(owner=owner, day__gte=first)
+    [total] = _sums(lines)
+    by_day = _sums(lines, "day")
+    for row in by_day:
+        row["day"] = row["day"].isoformat()
+    return {
+        "days": days,
+        "since": first.isoformat(),
+        "until": today().isoformat(),
+        "total": total,
+        "by_day": by_day,
+        "by_model": _sums(lines, "model"),
+    }
+
+
+# ---- the daily budget -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """A user's daily budget (None: none applies) and what their runs cost today."""
+
+    limit: Decimal | None
+    spent: Decimal
+
+    @property
+    def exceeded(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+
+def budget_state(*, user_id: int, site_budget: float) -> BudgetState:
+    """The user's budget (their own, else the site's `site_budget`, 0 for none) and what
+    their runs cost today, read in one query."""
+    spent_today = (
+        DailyUsage.objects.filter(owner_id=OuterRef("pk"), day=today())
+        .values("owner_id")
+        .annotate(spent=Sum("priced_cost"))
+        .values("spent")
+    )
+    row = (
+        User.objects.filter(pk=user_id)
+        .annotate(
+            spent=Subquery(spent_today),
+            own=F("agent_budget__daily_budget"),
+            unlimited=F("agent_budget__unlimited"),
+        )
+        .values("spent", "own", "unlimited")
+        .first()
+    )
+    if row is None:
+        return BudgetState(limit=None, spent=ZERO)
+    spent = Decimal(row["spent"] or 0)
+    if row["unlimited"]:
+        return BudgetState(limit=None, spent=spent)
+    if row["own"] is not None:
+        return BudgetState(limit=Decimal(row["own"]), spent=spent)
+    site = Decimal(str(site_budget)) if site_budget > 0 else None
+    return BudgetState(limit=site, spent=spent)
