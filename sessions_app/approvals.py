@@ -23,6 +23,7 @@ from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from sessions_app import services
+from sessions_app import usage as ledger
 from sessions_app.models import Approval, Message, Run, Session, UserPreferences
 
 STOPPED_TEXT = "Stopped."
@@ -242,7 +243,11 @@ def cancel_waiting(
     """End the waiting runs of the session (and the sub-agents it started), or the run
     `run_id`, as cancelled: their pending calls are cancelled, and each call of theirs
     that has no result gets `result`, so that the history stays whole."""
-    waiting = Run.objects.select_for_update().filter(status=Run.Status.WAITING)
+    waiting = (
+        Run.objects.select_for_update(of=("self",))
+        .select_related("session")
+        .filter(status=Run.Status.WAITING)
+    )
     if session_id is not None:
         waiting = waiting.filter(Q(session_id=session_id) | Q(parent_id=session_id))
     if run_id is not None:
@@ -261,6 +266,9 @@ def cancel_waiting(
             finished=now,
             cancel_requested=True,
         )
+        # What it used before it waited goes into the daily ledger, as a run's ending does.
+        if Run.objects.filter(pk=run.pk, counted=False).update(counted=True):
+            ledger.record_run(run=run, owner_id=run.session.owner_id)
         ended.append(Cancelled(run.pk, run.session_id, call_ids))
     return ended
 

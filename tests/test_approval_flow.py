@@ -228,3 +228,25 @@ async def test_a_waiting_turn_goes_with_its_session(llm: ScriptedLLM, settings: 
         )
     assert await resume_turn(result.run_id) is None
     assert not await sync_to_async(Approval.objects.exists)()
+
+
+async def test_a_waiting_turn_that_is_stopped_counts_what_it_used(
+    llm: ScriptedLLM, settings: Any
+) -> None:
+    """Its model calls before the wait go into the daily ledger (and the budget) as any
+    ended run's do."""
+    from sessions_app.models import DailyUsage
+
+    settings.AGENT_APPROVE_TOOLS = ["exec"]
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    llm.tool_call("exec", {"command": "ls"})
+    result = await run_turn(SessionRef("web:spent", owner=ada), "list", channel="web")
+    assert result.status == "waiting"
+    assert not await sync_to_async(DailyUsage.objects.exists)()
+
+    stopped = await run_turn(SessionRef("web:spent", owner=ada), "/stop", channel="web")
+    assert stopped.text == "Stopped 1 task."
+    (line,) = await sync_to_async(list)(DailyUsage.objects.filter(owner=ada))
+    assert line.runs == 1 and line.total_tokens == result.usage["total_tokens"] > 0
+    run = await sync_to_async(Run.objects.get)(pk=result.run_id)
+    assert run.status == "cancelled" and run.counted
