@@ -291,17 +291,6 @@ class DailyUsageAdmin(admin.ModelAdmin):
     date_hierarchy = "day"
     change_list_template = "admin/sessions_app/dailyusage/change_list.html"
 
-
-@admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
-    """Every tool call that waited for a person; `pending` ones wait now."""
-
-    list_display = ("created", "name", "status", "run", "deadline", "answered", "answered_by")
-    list_filter = ("status", "name")
-    search_fields = ("call_id", "name", "run__session__key")
-    list_select_related = ("run__session", "answered_by")
-    readonly_fields = [f.name for f in Approval._meta.fields]
-
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -331,6 +320,23 @@ class ApprovalAdmin(admin.ModelAdmin):
                 ),
             }
         return response
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """Every tool call that waited for a person; `pending` ones wait now."""
+
+    list_display = ("created", "name", "status", "run", "deadline", "answered", "answered_by")
+    list_filter = ("status", "name")
+    search_fields = ("call_id", "name", "run__session__key")
+    list_select_related = ("run__session", "answered_by")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 class UserBudgetInline(admin.StackedInline):
