@@ -30,6 +30,9 @@ class TurnResult:
     delivered: bool = False
     # With status "waiting": the calls that wait for a person, `{id, name, arguments}`.
     pending: list[dict[str, Any]] = field(default_factory=list)
+    # The model server the turn called (`LLMConfig.endpoint`), for the operator's own door
+    # to name when it could not be reached; users' doors name no host.
+    endpoint: str | None = None
 
     @property
     def success(self) -> bool:

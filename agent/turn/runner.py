@@ -93,6 +93,7 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
+        self.endpoint: str | None = None  # known once the model is set up
         # Each model call and tool call: saved with the messages unless AGENT_TRACE is off,
         # and exported when a collector is named.
         self.exporting = bool(conf.otel_endpoint or conf.otel_traces_endpoint)
@@ -258,6 +259,7 @@ class TurnRunner:
             self.ctx
         )
         llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
+        self.endpoint = llm.config.endpoint
         direct = self.allowed is False
         skills: list[SkillEntry] = []
         system: dict[str, Any] | None
@@ -437,6 +439,7 @@ class TurnRunner:
             error=outcome.error,
             error_kind=outcome.error_kind,
             delivered=succeeded and bool(self.delivery.said),
+            endpoint=self.endpoint,
         )
 
     async def _wait(self, outcome: LoopResult, messages: list[Entry]) -> TurnResult:

@@ -102,8 +102,10 @@ class Command(BaseCommand):
         except (KeyboardInterrupt, asyncio.CancelledError):
             # Ctrl-C here, or a /stop (or a delete of the session) from elsewhere.
             raise CommandError("stopped", returncode=130) from None
+        printer.finish(succeeded=result.success)
         if not result.success:
-            raise CommandError(result.text, returncode=1)
+            # Said once, on stderr: stdout has only what the agent answered.
+            raise CommandError(failure_line(result), returncode=1)
         if not printer.streamed:
             self.stdout.write(result.text)
 
@@ -186,6 +188,15 @@ class Command(BaseCommand):
         verdict = "allowed (--yes)" if self.yes else "declined: give --yes to allow it"
         self.stderr.write(f"  ? {hint} waits for approval: {verdict}")
         return self.yes, False
+
+
+def failure_line(result: TurnResult) -> str:
+    """How the turn failed, in one line; one that could not reach the model names the server
+    it tried, which the operator at this terminal may well have mistyped."""
+    text = " ".join(result.text.split())
+    if result.error_kind == "transient" and result.endpoint:
+        return f"{text} (tried {result.endpoint})"
+    return text
 
 
 def _load_history(path: Path) -> None:
