@@ -26,8 +26,15 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
-from agent.conf import agent_settings
-from agent.events import ErrorEvent, Event, History, MessageEvent, StreamChunk, ThinkingFinished
+from agent.events import (
+    ErrorEvent,
+    Event,
+    History,
+    MessageEvent,
+    ModelChosen,
+    StreamChunk,
+    ThinkingFinished,
+)
 from agent.turn import (
     MAX_MESSAGE_CHARS,
     GroupSink,
@@ -35,6 +42,7 @@ from agent.turn import (
     SessionRef,
     TurnError,
     budget_refusal,
+    choose_session_model,
     get_or_create_session,
     get_run,
     has_running_turn,
@@ -44,6 +52,7 @@ from agent.turn import (
     leave_stream,
     listen_to_relayed,
     messages_for_display,
+    model_in_use,
     run_turn,
     session_group,
     take_turn_slot,
@@ -105,7 +114,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         messages = await messages_for_display(session=session)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
         frame = History(messages=messages, running=running).to_dict()
-        frame["model"] = session.model or agent_settings().model
+        frame["model"] = model_in_use(session.model)
         await self.send_json(frame)
         unfinished = await unfinished_run(session_id=session.pk)
         if unfinished is not None:
@@ -150,6 +159,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if kind == "stop":
             self._start("/stop")
             return
+        if kind == "model":
+            await self._choose_model(content.get("model"))
+            return
         if kind != "message":
             await self._error(
                 'unknown frame: send {"type": "message", "content": "…"} or {"type": "stop"}'
@@ -187,6 +199,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             return False
         return True
+
+    async def _choose_model(self, model: object) -> None:
+        """The page's model picker: the session's next turns use `model`, as after `/model`,
+        and every tab of the chat shows it."""
+        session_id = self.session_id
+        if session_id is None:
+            return
+        try:
+            chosen = await choose_session_model(session_id=session_id, model=model)
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
+            return
+        except TurnError as exc:
+            await self._error(str(exc))
+            return
+        event = ModelChosen(model=chosen)
+        await self._send_frame(event.to_dict())
+        await GroupSink(session_id, origin=self.channel_name)(event)
 
     def _start(self, content: str) -> None:
         # A second message while a turn runs is accepted and waits for that turn to end:
