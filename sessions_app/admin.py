@@ -24,7 +24,16 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from sessions_app.durations import between
-from sessions_app.models import DailyUsage, Memory, Message, Run, Session, UserBudget
+from sessions_app.models import (
+    Approval,
+    DailyUsage,
+    Memory,
+    Message,
+    Run,
+    Session,
+    UserBudget,
+    UserPreferences,
+)
 from sessions_app.timeline import timeline as run_timeline
 from sessions_app.usage import ZERO, usage_dict
 
@@ -114,6 +123,8 @@ class SessionAdmin(admin.ModelAdmin):
         "owner",
         "title",
         "model",
+        "approve_tools",
+        "allowed_tools",
         "last_consolidated",
         "created",
         "updated",
@@ -183,6 +194,22 @@ class MessageAdmin(admin.ModelAdmin):
         return (obj.content or "")[:100]
 
 
+class ApprovalInline(admin.TabularInline):
+    """The run's tool calls that waited for a person, and how each was answered."""
+
+    model = Approval
+    extra = 0
+    can_delete = False
+    fields = ("call_id", "name", "arguments", "status", "always", "deadline", "answered")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = (
@@ -199,6 +226,7 @@ class RunAdmin(admin.ModelAdmin):
     )
     # The newest first, whatever the model's default order becomes.
     ordering = ("-created",)
+    # `status` "waiting": the turns waiting for a person's answers (shown on each run).
     list_filter = ("status", "channel", "model")
     search_fields = ("id", "session__key", "prompt", "text", "error")
     list_select_related = ("session",)
@@ -210,6 +238,7 @@ class RunAdmin(admin.ModelAdmin):
         "subagent_runs",
         "timeline",
     ]
+    inlines = (ApprovalInline,)
 
     class Media:
         css = {"all": ["sessions_app/timeline.css"]}
@@ -320,6 +349,23 @@ class DailyUsageAdmin(admin.ModelAdmin):
         return response
 
 
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """Every tool call that waited for a person; `pending` ones wait now."""
+
+    list_display = ("created", "name", "status", "run", "deadline", "answered", "answered_by")
+    list_filter = ("status", "name")
+    search_fields = ("call_id", "name", "run__session__key")
+    list_select_related = ("run__session", "answered_by")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 class UserBudgetInline(admin.StackedInline):
     """On a user's page: lift their daily budget, or give them another amount."""
 
@@ -337,3 +383,13 @@ class UserBudgetAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     search_fields = ("user__username",)
     raw_id_fields = ("user",)
+
+
+@admin.register(UserPreferences)
+class UserPreferencesAdmin(admin.ModelAdmin):
+    """What each user adds to the tools that wait for their yes."""
+
+    list_display = ("user", "approve_tools", "updated")
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("updated",)

@@ -7,6 +7,9 @@ The socket translates frames into `run_turn` calls and events back into frames. 
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled
 while it streams; a turn outlives a closed tab and is saved all the same. A socket that
 opens while a turn of its session streams gets the text so far, then the rest (`join_stream`).
+A turn waiting for a person asks every socket of its session (`approval_request`, also sent
+to a socket as it opens); any of them may answer (`approve`), and the one whose answer lets
+the turn go on runs the rest of it, as it runs a turn it started.
 
 A socket belongs to its user and to one session row for its whole life: every user has
 chat ids of their own, the socket's turns run in the row it opened, and when that row is
@@ -19,6 +22,7 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +31,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
 from agent.events import (
+    Emit,
     ErrorEvent,
     Event,
     History,
@@ -41,6 +46,7 @@ from agent.turn import (
     SessionGone,
     SessionRef,
     TurnError,
+    answer_approval,
     budget_refusal,
     choose_session_model,
     get_or_create_session,
@@ -53,6 +59,8 @@ from agent.turn import (
     listen_to_relayed,
     messages_for_display,
     model_in_use,
+    pending_requests,
+    resume_turn,
     run_turn,
     session_group,
     take_turn_slot,
@@ -72,6 +80,9 @@ CLOSE_DELETED = 4410
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
 # Turns one socket may have started and not yet finished: one running, the rest waiting.
 MAX_PENDING_TURNS = 3
+# The longest tool call id a client may answer for (`Approval.call_id`).
+MAX_CALL_ID_CHARS = 128
+APPROVE_FRAME = '{"type": "approve", "id": "<call id>", "allow": true|false, "always"?: true|false}'
 # How often a socket looks at a turn it shows running but this process does not run.
 FOLLOW_SECONDS = 2.0
 # How long a socket that opened while a turn streams waits for the turn to answer its
@@ -116,6 +127,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         frame = History(messages=messages, running=running).to_dict()
         frame["model"] = model_in_use(session.model)
         await self.send_json(frame)
+        # What the session's waiting turns ask, for this tab to answer too.
+        for request in await pending_requests(session_id=session.pk):
+            await self.send_json(request.to_dict())
         unfinished = await unfinished_run(session_id=session.pk)
         if unfinished is not None:
             if running:
@@ -162,9 +176,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if kind == "model":
             await self._choose_model(content.get("model"))
             return
+        if kind == "approve":
+            await self._approve(content)
+            return
         if kind != "message":
             await self._error(
-                'unknown frame: send {"type": "message", "content": "…"} or {"type": "stop"}'
+                'unknown frame: send {"type": "message", "content": "…"}, {"type": "stop"} '
+                'or {"type": "approve", "id": "…", "allow": true|false}'
             )
             return
         text = content.get("content")
@@ -219,16 +237,49 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(event.to_dict())
         await GroupSink(session_id, origin=self.channel_name)(event)
 
+    async def _approve(self, frame: dict[str, Any]) -> None:
+        """Answer a call that waits for a person; once none of its turn's does, go on with
+        the turn here. A call that is not there or no longer waits gets an error frame."""
+        call_id, allow, always = frame.get("id"), frame.get("allow"), frame.get("always", False)
+        if (
+            not isinstance(call_id, str)
+            or not 0 < len(call_id) <= MAX_CALL_ID_CHARS
+            or not isinstance(allow, bool)
+            or not isinstance(always, bool)
+        ):
+            await self._error(f"an answer to a tool call is {APPROVE_FRAME}")
+            return
+        session_id = self.session_id
+        assert session_id is not None  # `receive` checked it
+        try:
+            answer = await answer_approval(
+                owner=self.user,
+                session_id=session_id,
+                call_id=call_id,
+                allow=allow,
+                always=always,
+            )
+        except TurnError as exc:
+            await self._error(str(exc))
+            return
+        if answer.ready:
+            run_id = answer.run_id
+            self._launch(lambda emit: resume_turn(run_id, emit=emit))
+
     def _start(self, content: str) -> None:
         # A second message while a turn runs is accepted and waits for that turn to end:
         # the turn service serialises turns per session.
-        task = asyncio.create_task(self._turn(content))
+        ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
+        self._launch(lambda emit: run_turn(ref, content, channel=CHANNEL, emit=emit))
+
+    def _launch(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
+        task = asyncio.create_task(self._turn(turn))
         _turns.add(task)
         task.add_done_callback(_turns.discard)
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
 
-    async def _turn(self, content: str) -> None:
+    async def _turn(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
         session_id = self.session_id
         if session_id is None:
             return
@@ -240,12 +291,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await group(event)
 
         try:
-            await run_turn(
-                SessionRef(self.session_key, owner=self.user, pinned_id=session_id),
-                content,
-                channel=CHANNEL,
-                emit=emit,
-            )
+            await turn(emit)
         except SessionGone as exc:
             await self._error(str(exc))
             await self._close_deleted()
@@ -320,6 +366,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 return  # deleted with its session: the socket is closing
             if run.status == Run.Status.RUNNING:
                 continue
+            # Ended, or waiting for a person: this turn is not running any more.
             # The turn's own events, when they travel here, arrive in the meantime.
             await asyncio.sleep(FOLLOW_SECONDS)
             if self.followed != run_id:

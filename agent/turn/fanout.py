@@ -46,6 +46,8 @@ SHARED_TYPES = frozenset(
         "subagent_completed",
         "cron_executed",
         "model",
+        "approval_request",
+        "approval_resolved",
     }
 )
 HANDLER = "session.event"

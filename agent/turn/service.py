@@ -2,7 +2,8 @@
 
 `run_turn` validates the message, answers slash commands, serialises turns per session and
 hands the turn to a `TurnRunner` (history, context, loop, saved messages, run record).
-`run_queued` does the same for a turn recorded earlier as a queued run (an API task).
+`run_queued` does the same for a turn recorded earlier as a queued run (an API task), and
+`resume_turn` for a turn that waited for a person, once its answers are in.
 Doors translate their protocol into one of these calls and the events back into their
 protocol; none of them holds agent logic.
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.contrib.auth.models import User
 
 from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, ModelChosen, discard
-from agent.turn import slash, store
+from agent.turn import slash, store, waiting
+from agent.turn.approvals import end_waiting
 from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
@@ -35,7 +38,7 @@ from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionRef", "TurnResult", "run_queued", "run_recorded", "run_turn"]
+__all__ = ["SessionRef", "TurnResult", "resume_turn", "run_queued", "run_recorded", "run_turn"]
 
 # How long a turn that got its session's lock gives the session's previous turn, still
 # open, to end: if that turn's process lives, it notices within `locks.KEEP_SECONDS` that its
@@ -152,6 +155,8 @@ async def _run(
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)
+            # A turn that waits for a person ends unanswered: this one comes first.
+            await end_waiting(reason="superseded", session_id=session.pk)
             if queued is None:
                 run = await store.start_new_run(
                     session=session,
@@ -179,6 +184,44 @@ async def _run(
                 run_recorded=run_recorded,
                 reply_to=reply_to,
                 options=options,
+            )
+            result = await runner()
+    await runner.consolidate_if_due()
+    return result
+
+
+async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | None:
+    """Go on with the turn of the waiting run `run_id`, none of whose calls waits for an
+    answer any more; events go to `emit`. None when there is nothing to go on with: it is
+    not waiting or a call still is, or another process took it first."""
+    run = await store.get_run(run_id=run_id)
+    if run is None or run.status != Run.Status.WAITING:
+        return None
+    try:
+        return await _resume(run, emit)
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def _resume(run: Run, emit: Emit) -> TurnResult | None:
+    conf = agent_settings()
+    async with session_lock(run.session_id, lock_dir=conf.data_dir / "locks"):
+        with tracked(run.session_id):
+            await _previous_turn_ended(run.session)
+            claimed = await store.resume_run(run_id=run.pk)
+            if claimed is None:
+                return None
+            session = claimed.session
+            runner = TurnRunner(
+                session=session,
+                owner=session.owner,
+                run=claimed,
+                content=claimed.prompt,
+                emit=emit,
+                model=claimed.model or choose_model(None, session.model, conf, key=session.key),
+                conf=conf,
+                run_recorded=run_recorded,
+                resuming=await waiting.resumption_of(claimed),
             )
             result = await runner()
     await runner.consolidate_if_due()

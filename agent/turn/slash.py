@@ -10,6 +10,7 @@ from uuid import UUID
 
 from agent.conf import AgentSettings, agent_settings
 from agent.turn import consolidation, store
+from agent.turn.approvals import end_waiting
 from agent.turn.locks import cancel_running, session_lock
 from agent.turn.refusals import (
     InvalidInput,
@@ -78,6 +79,7 @@ async def _help(args: str, ctx: _Context) -> str:
 async def _new(args: str, ctx: _Context) -> str:
     # Waits for a running turn to finish, so that its messages are archived with the rest.
     async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
+        await end_waiting(reason="stopped", session_id=ctx.session.pk)
         model = _current_model(ctx)
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
@@ -94,6 +96,8 @@ async def _stop(args: str, ctx: _Context) -> str:
     # This process's turns stop here, other processes' when the channel layer tells them
     # (or, should it lose the message, when they next poll their runs' flags).
     asked, running = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
+    # A turn waiting for a person runs nowhere: it ends here.
+    asked += len(await end_waiting(reason="stopped", session_id=ctx.session.pk))
     stopped = max(asked, cancel_running(ctx.session.pk))
     await announce_stop(running)
     if not stopped:

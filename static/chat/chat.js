@@ -11,6 +11,7 @@ import { Attach } from "./attach.js";
 import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
 import { ModelPicker } from "./models.js";
+import { Approvals } from "./approvals.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
@@ -135,9 +136,16 @@ const picker = new ModelPicker(
   },
 );
 
+const approvals = new Approvals({
+  conv,
+  send: (frame) => socket.send(frame),
+  notice: (message) => notice(message),
+});
+
 const frames = new Frames({
   conv,
   composer,
+  approvals,
   setRunning,
   onHistory,
   onModel: (model) => {
@@ -248,6 +256,7 @@ function onHistory(f) {
   // (the socket has already marked the connection open)
   picker.forget(); // a pick sent on an earlier connection was taken or not: history says
   if (f.model) state.model = f.model;
+  approvals.clear();
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
   updateHeader();
@@ -299,6 +308,7 @@ function switchChat(chat, { push = true } = {}) {
   state.outbox = [];
   state.model = "";
   frames.reset();
+  approvals.clear();
   dom.fatal.hidden = true;
   composer.unlock();
   conv.reset();

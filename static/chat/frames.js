@@ -7,9 +7,9 @@ const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking
 
 export class Frames {
   /**
-   * page: {conv, composer, setRunning(running, runId), onHistory(frame), onModel(id) (the
-   *        chat's model changed), onError(frame), notice(message), refreshSoon() (the chat
-   *        list may have changed)}
+   * page: {conv, composer, approvals, setRunning(running, runId), onHistory(frame),
+   *        onModel(id) (the chat's model changed), onError(frame), notice(message),
+   *        refreshSoon() (the chat list may have changed)}
    */
   constructor(page) {
     this.page = page;
@@ -70,6 +70,12 @@ export class Frames {
         break;
       case "subagent_completed":
         conv.addSystem(`Sub-agent ${label(f)} finished${f.status ? ` (${f.status})` : ""}.`, "subagent");
+        break;
+      case "approval_request":
+        this.page.approvals.request(f);
+        break;
+      case "approval_resolved":
+        this.page.approvals.resolved(f);
         break;
       case "cron_executed":
         conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");

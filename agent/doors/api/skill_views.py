@@ -51,6 +51,11 @@ class SkillOut(serializers.Serializer):
     content = serializers.CharField()
     always = serializers.BooleanField()
     enabled = serializers.BooleanField()
+    approve_tools = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Tools that wait for a person's yes while the skill is offered (a file "
+        "says so in its frontmatter, `approve_tools: [exec]`).",
+    )
     created = serializers.DateTimeField(allow_null=True, help_text="Null for a file.")
     updated = serializers.DateTimeField(
         allow_null=True, help_text="For a file, when it was last changed."
@@ -74,7 +79,7 @@ class SkillOut(serializers.Serializer):
 class SkillIn(serializers.ModelSerializer):
     class Meta:
         model = Skill
-        fields = ["name", "description", "content", "always", "enabled"]
+        fields = ["name", "description", "content", "always", "enabled", "approve_tools"]
 
 
 _SOURCE = OpenApiParameter(
