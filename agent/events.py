@@ -149,6 +149,14 @@ class CronExecuted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelChosen(Event):
+    """The session's model changed (the page's picker, `/model NAME`): every tab shows it."""
+
+    type: ClassVar[str] = "model"
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(Event):
     type: ClassVar[str] = "error"
     message: str

@@ -8,6 +8,9 @@ from django.db.models import (
     BigIntegerField,
     Count,
     DecimalField,
+    DurationField,
+    ExpressionWrapper,
+    F,
     OuterRef,
     Q,
     QuerySet,
@@ -20,6 +23,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_app.durations import between
 from sessions_app.models import (
     Approval,
     DailyUsage,
@@ -150,8 +154,9 @@ class SessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="latest runs")
     def latest_runs(self, obj: Session) -> str:
-        lines = ((r, f"{r.status} {r.error or ''}") for r in obj.runs.order_by("-created")[:LATEST])
-        return _latest(lines, "run", obj, "All runs of this session")
+        # The newest, read in the order they ran, as the messages above them are.
+        rows = reversed(list(obj.runs.order_by("-created")[:LATEST]))
+        return _latest(((r, run_line(r)) for r in rows), "run", obj, "All runs of this session")
 
     @admin.display(ordering="_messages", description="messages")
     def message_count(self, obj: Session) -> int:
@@ -160,6 +165,12 @@ class SessionAdmin(admin.ModelAdmin):
     @admin.display(ordering="_priced_cost", description="usage")
     def usage(self, obj: Session) -> str:
         return usage_text(obj)
+
+
+def run_line(run: Run) -> str:
+    """A run in a list of runs: "succeeded · 1.2 s", and why it failed."""
+    took = between(run.started, run.finished)
+    return " · ".join(part for part in (run.status, took, run.error or "") if part)
 
 
 @admin.register(Message)
@@ -203,14 +214,18 @@ class ApprovalInline(admin.TabularInline):
 class RunAdmin(admin.ModelAdmin):
     list_display = (
         "created",
+        "started",
+        "finished",
         "session",
         "status",
         "channel",
         "model",
         "iterations",
         "cost",
-        "duration",
+        "took",
     )
+    # The newest first, whatever the model's default order becomes.
+    ordering = ("-created",)
     # `status` "waiting": the turns waiting for a person's answers (shown on each run).
     list_filter = ("status", "channel", "model")
     search_fields = ("id", "session__key", "prompt", "text", "error")
@@ -219,7 +234,7 @@ class RunAdmin(admin.ModelAdmin):
     # links to their pages, and the sub-agents it started below them.
     exclude = ("trace",)
     readonly_fields = [f.name for f in Run._meta.fields if f.name != "trace"] + [
-        "duration",
+        "took",
         "subagent_runs",
         "timeline",
     ]
@@ -233,6 +248,14 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        took = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
+        return super().get_queryset(request).annotate(_took=took)
+
+    @admin.display(ordering="_took", description="duration")
+    def took(self, obj: Run) -> str | None:
+        return between(obj.started, obj.finished)
 
     def _children(self, obj: Run) -> list[Run]:
         # Read once per page, for both fields that show them.
@@ -249,7 +272,11 @@ class RunAdmin(admin.ModelAdmin):
             "",
             "<li><a href='{}'>{}</a> {}</li>",
             (
-                (reverse("admin:sessions_app_run_change", args=[c.pk]), c.label or c.pk, c.status)
+                (
+                    reverse("admin:sessions_app_run_change", args=[c.pk]),
+                    c.label or c.pk,
+                    run_line(c),
+                )
                 for c in children
             ),
         )

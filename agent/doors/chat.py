@@ -30,13 +30,13 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
-from agent.conf import agent_settings
 from agent.events import (
     Emit,
     ErrorEvent,
     Event,
     History,
     MessageEvent,
+    ModelChosen,
     StreamChunk,
     ThinkingFinished,
 )
@@ -48,6 +48,7 @@ from agent.turn import (
     TurnError,
     answer_approval,
     budget_refusal,
+    choose_session_model,
     get_or_create_session,
     get_run,
     has_running_turn,
@@ -57,6 +58,7 @@ from agent.turn import (
     leave_stream,
     listen_to_relayed,
     messages_for_display,
+    model_in_use,
     pending_requests,
     resume_turn,
     run_turn,
@@ -123,7 +125,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         messages = await messages_for_display(session=session)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
         frame = History(messages=messages, running=running).to_dict()
-        frame["model"] = session.model or agent_settings().model
+        frame["model"] = model_in_use(session.model)
         await self.send_json(frame)
         # What the session's waiting turns ask, for this tab to answer too.
         for request in await pending_requests(session_id=session.pk):
@@ -171,6 +173,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if kind == "stop":
             self._start("/stop")
             return
+        if kind == "model":
+            await self._choose_model(content.get("model"))
+            return
         if kind == "approve":
             await self._approve(content)
             return
@@ -212,6 +217,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             return False
         return True
+
+    async def _choose_model(self, model: object) -> None:
+        """The page's model picker: the session's next turns use `model`, as after `/model`,
+        and every tab of the chat shows it."""
+        session_id = self.session_id
+        if session_id is None:
+            return
+        try:
+            chosen = await choose_session_model(session_id=session_id, model=model)
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
+            return
+        except TurnError as exc:
+            await self._error(str(exc))
+            return
+        event = ModelChosen(model=chosen)
+        await self._send_frame(event.to_dict())
+        await GroupSink(session_id, origin=self.channel_name)(event)
 
     async def _approve(self, frame: dict[str, Any]) -> None:
         """Answer a call that waits for a person; once none of its turn's does, go on with

@@ -33,11 +33,13 @@ What a door may ask for, and what it gets back:
   lists what a session's waiting turns ask; `settle_approvals` (the sweep's) lets calls
   past their time count as declined and returns the runs to resume.
 - Show a session (the socket): `get_or_create_session`, `messages_for_display`,
-  `has_running_turn`, `unfinished_run` and `get_run` read it (async); `is_running_here`
-  says whether this process runs its turn. `session_group` names the channel-layer group
-  its sockets join, `GroupSink` sends a turn's shared events there, `listen_to_relayed`
-  passes on what workers relayed through the database (returns the call that stops it),
-  and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+  `has_running_turn`, `unfinished_run` and `get_run` read it (async); `choose_session_model`
+  stores the model its owner picked (as `/model NAME` does, refused if not allowed) and
+  `model_in_use` names the one its next turn talks to; `is_running_here` says whether this
+  process runs its turn. `session_group` names the channel-layer group its sockets join,
+  `GroupSink` sends a turn's shared events there, `listen_to_relayed` passes on what
+  workers relayed through the database (returns the call that stops it), and
+  `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
 - Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
@@ -96,7 +98,7 @@ if TYPE_CHECKING:
     from agent.turn.relay import listen_to_relayed, prune_relayed, write_through_database
     from agent.turn.runs import approve_task, cancel_task, execute_task, resume_task, submit_task
     from agent.turn.service import SessionRef, resume_turn, run_turn
-    from agent.turn.slash import is_command
+    from agent.turn.slash import choose_session_model, is_command, model_in_use
     from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
         get_or_create_session,
@@ -147,7 +149,7 @@ _PLACES = {
     "relay": ("listen_to_relayed", "prune_relayed", "write_through_database"),
     "runs": ("approve_task", "cancel_task", "execute_task", "resume_task", "submit_task"),
     "service": ("SessionRef", "resume_turn", "run_turn"),
-    "slash": ("is_command",),
+    "slash": ("choose_session_model", "is_command", "model_in_use"),
     "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
         "get_or_create_session",
@@ -189,6 +191,7 @@ __all__ = [
     "budget_refusal",
     "cancel_task",
     "check_budget",
+    "choose_session_model",
     "consolidate_session",
     "delivering",
     "execute_task",
@@ -205,6 +208,7 @@ __all__ = [
     "listen_to_relayed",
     "load",
     "messages_for_display",
+    "model_in_use",
     "on_session_deleted",
     "pending_requests",
     "prune_relayed",

@@ -45,6 +45,7 @@ SHARED_TYPES = frozenset(
         "subagent_spawned",
         "subagent_completed",
         "cron_executed",
+        "model",
         "approval_request",
         "approval_resolved",
     }

@@ -18,7 +18,7 @@ from uuid import UUID
 from django.contrib.auth.models import User
 
 from agent.conf import AgentSettings, agent_settings
-from agent.events import Emit, MessageEvent, discard
+from agent.events import Emit, MessageEvent, ModelChosen, discard
 from agent.turn import slash, store, waiting
 from agent.turn.approvals import end_waiting
 from agent.turn.locks import can_be_lost, session_lock, tracked
@@ -252,6 +252,9 @@ async def _answer(
 ) -> TurnResult:
     current = queued.pk if queued else None
     text = await slash.dispatch(command, session=session, conf=conf, current_run=current)
+    if command.name == "/model" and command.args:
+        # The other tabs of the chat (and this one's picker) show the new choice.
+        await emit(ModelChosen(model=session.model))
     await emit(MessageEvent(role="assistant", content=text))
     if queued is not None:
         await store.finish_run(run=queued, status=Run.Status.SUCCEEDED, text=text)

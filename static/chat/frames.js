@@ -8,7 +8,8 @@ const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking
 export class Frames {
   /**
    * page: {conv, composer, approvals, setRunning(running, runId), onHistory(frame),
-   *        notice(message), refreshSoon() (the chat list may have changed)}
+   *        onModel(id) (the chat's model changed), onError(frame), notice(message),
+   *        refreshSoon() (the chat list may have changed)}
    */
   constructor(page) {
     this.page = page;
@@ -56,7 +57,11 @@ export class Frames {
       case "message":
         this.message(f);
         break;
+      case "model":
+        if (f.model) this.page.onModel(String(f.model));
+        break;
       case "error":
+        this.page.onError(f);
         if (f.refused) this.restoreRefused();
         notice(contentText(f.message) || "Something went wrong.");
         break;
