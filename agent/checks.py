@@ -1,8 +1,8 @@
 """Settings that are checked before anything starts (the tools `AGENT_TOOLS` names, the
-operator's hooks, a collector named without OpenTelemetry installed to reach it): `manage.py
-check` reports them, and every way of starting the site (`serve`, `python -m agentsite.web`,
-`qcluster`, `agent`) refuses to start on them with one line per problem, not a traceback and
-not a failure at the first turn.
+operator's hooks, a collector named without OpenTelemetry installed to reach it, the tools
+`AGENT_APPROVE_TOOLS` names): `manage.py check` reports them, and every way of starting the
+site (`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to start on them with
+one line per problem, not a traceback and not a failure at the first turn.
 
 Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
 """
@@ -19,6 +19,7 @@ HOOKS_ERROR = "agent.E002"
 OTEL_ERROR = "agent.E003"
 # What exporting runs to a collector imports: the optional extra `otel`.
 OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+APPROVALS_ERROR = "agent.E004"
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -66,6 +67,20 @@ def otel_problems() -> list[str]:
     ]
 
 
+def check_approvals(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: an Error for each `AGENT_APPROVE_TOOLS` entry that is no tool name
+    or glob, which would make no tool wait (a typo there is a gate left open)."""
+    return [checks.Error(problem, id=APPROVALS_ERROR) for problem in approval_problems()]
+
+
+def approval_problems() -> list[str]:
+    from agent import tool_patterns
+    from agent.conf import agent_settings
+
+    found = tool_patterns.problems(list(agent_settings().approve_tools))
+    return [f"AGENT_APPROVE_TOOLS: {problem}" for problem in found]
+
+
 def tool_problems() -> list[str]:
     from agent.conf import agent_settings
 
@@ -89,7 +104,7 @@ def hook_problems() -> list[str]:
 
 def setting_problems() -> list[str]:
     """What the checks below report, as lines."""
-    return [*tool_problems(), *hook_problems(), *otel_problems()]
+    return [*tool_problems(), *hook_problems(), *otel_problems(), *approval_problems()]
 
 
 def require_settings() -> None:

@@ -188,6 +188,20 @@ SETTINGS: tuple[Setting, ...] = (
         "tools",
     ),
     Setting(
+        "AGENT_APPROVE_TOOLS",
+        "list",
+        [],
+        "tools (names or globs such as mcp_*) that wait for a person's yes before they run",
+        "approve_tools",
+    ),
+    Setting(
+        "AGENT_APPROVAL_TIMEOUT",
+        "int",
+        600,
+        "seconds a tool call waits for its approval before it counts as declined",
+        "approval_timeout",
+    ),
+    Setting(
         "AGENT_HOOKS_FILE",
         "str",
         "",
@@ -351,6 +365,8 @@ class AgentSettings:
     model_prices: str
     user_daily_budget: float
     tools: tuple[str, ...]
+    approve_tools: tuple[str, ...]
+    approval_timeout: int
     hooks_file: str
     hooks: tuple[str, ...]
     restrict_to_workspace: bool
@@ -382,6 +398,10 @@ def agent_settings() -> AgentSettings:
     declared: dict[str, Any] = {spec.field: getattr(settings, spec.name) for spec in SETTINGS}
     declared["workspace"] = Path(declared["workspace"]).resolve()
     declared["tools"] = tuple(declared["tools"])
+    # Each entry as given: one that is no name or glob stops the site (`agent.checks`).
+    declared["approve_tools"] = tuple(
+        dict.fromkeys(item.strip() for item in declared["approve_tools"] if item.strip())
+    )
     declared["hooks"] = tuple(declared["hooks"])
     return AgentSettings(
         **declared,

@@ -110,6 +110,30 @@ class ToolResult(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequest(Event):
+    """A tool call that waits for a person's yes or no; `id` is the call's."""
+
+    type: ClassVar[str] = "approval_request"
+    id: str
+    run_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolved(Event):
+    """A call that waited is answered: by a person (`answered`), by its time running out
+    (`timeout`), or with its turn (`stopped`, or `superseded` by a new message)."""
+
+    type: ClassVar[str] = "approval_resolved"
+    id: str
+    run_id: str
+    allow: bool
+    reason: str
+    always: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ThinkingFinished(Event):
     type: ClassVar[str] = "thinking_finished"
     run_id: str
@@ -147,6 +171,14 @@ class CronExecuted(Event):
     type: ClassVar[str] = "cron_executed"
     job_id: str
     status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChosen(Event):
+    """The session's model changed (the page's picker, `/model NAME`): every tab shows it."""
+
+    type: ClassVar[str] = "model"
+    model: str
 
 
 @dataclass(frozen=True, slots=True)

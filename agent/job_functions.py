@@ -85,6 +85,22 @@ def run_user_heartbeat(user_id: int) -> str:
     return async_to_sync(work)(agent_settings(), user)
 
 
+def resume_run(run_id: str) -> str:
+    """Go on with a turn that waited for a person: its calls are answered, or their time is
+    up (`settle_approvals`), and no door resumed it."""
+    return turn.resume_task(UUID(run_id))
+
+
+def settle_approvals() -> int:
+    """The calls that waited for a person past AGENT_APPROVAL_TIMEOUT count as declined,
+    and each waiting turn that may go on and that no door resumed is queued to go on; how
+    many were. Each cluster's dispatcher does this every second, the sweep too."""
+    ready = async_to_sync(delivering(turn.settle_approvals, what="the settled approvals"))()
+    for run_id in ready:
+        jobs.enqueue(jobs.RESUME_RUN, str(run_id), task_name=f"resume-{run_id}")
+    return len(ready)
+
+
 def consolidate_memory(session_id: int, model: str) -> bool:
     """Summarise the oldest part of a long session into memory."""
     return async_to_sync(turn.consolidate_session)(session_id, model=model, conf=agent_settings())
@@ -138,6 +154,7 @@ def fail_dead_runs() -> int:
         report = delivering(turn.report_dead_cron_runs, what="the report of dead runs")
         async_to_sync(report)(dead)
     turn.prune_relayed()
+    settle_approvals()
     late = dispatch.start_due(overdue_by=dispatch.FALLBACK_AFTER)
     if late:
         logger.warning("started %d overdue cron job(s) that no dispatcher had started", late)

@@ -33,6 +33,8 @@ RUN_USER_HEARTBEAT = f"{FUNCTIONS}.run_user_heartbeat"
 CONSOLIDATE_MEMORY = f"{FUNCTIONS}.consolidate_memory"
 # Scheduled: the sweep that fails the turns whose process died, and starts overdue cron jobs.
 FAIL_DEAD_RUNS = f"{FUNCTIONS}.fail_dead_runs"
+# A turn that waited for a person, going on once its calls are answered (or their time is up).
+RESUME_RUN = f"{FUNCTIONS}.resume_run"
 
 ALL = (
     RUN_QUEUED_TASK,
@@ -43,6 +45,7 @@ ALL = (
     RUN_USER_HEARTBEAT,
     CONSOLIDATE_MEMORY,
     FAIL_DEAD_RUNS,
+    RESUME_RUN,
 )
 
 

@@ -5,6 +5,10 @@ back. Each message the turn produces is handed to `on_message` as soon as it exi
 turn that is stopped or crashes has already saved everything up to that point. Each model
 call and tool call is reported to `steps`, if given, once it has ended (the run's trace).
 Nothing here knows about Django, channels or HTTP.
+
+A caller may say which tools wait for a person (`agent.gate`). A turn whose model asks for
+one runs the calls before it, then ends `waiting` with the calls that wait: no coroutine is
+kept for it. Once the answers are in, `resume` goes on from what the turn had said so far.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from agent.events import (
     ToolCallEvent,
     ToolResult,
 )
+from agent.gate import Gate, Verdicts, WaitingCall, unanswered
 from agent.llm.client import LLM, LLMResponse, ToolCall
 from agent.llm.error_kinds import LLMError
 
@@ -37,7 +42,7 @@ OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
 # Asked before each model call after a turn's first, with what the turn used so far: None to
 # go on, or the reply that ends the turn there (a user's daily budget now spent, say).
 HaltCheck = Callable[["LoopResult"], Awaitable[str | None]]
-Status = Literal["succeeded", "failed"]
+Status = Literal["succeeded", "failed", "waiting"]
 
 CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
 EMPTY_REPLY = "(The model returned an empty reply.)"
@@ -53,6 +58,8 @@ class LoopResult:
     cost: float | None = None
     error: str | None = None
     error_kind: str | None = None
+    # With status "waiting": the calls that wait for a person, in order.
+    waiting: list[WaitingCall] = field(default_factory=list)
 
 
 class Tools(Protocol):
@@ -101,6 +108,7 @@ class AgentLoop:
         max_iterations: int,
         budget: ContextBudget,
         on_message: OnMessage | None = None,
+        gate: Gate | None = None,
         steps: Steps | None = None,
         halt_check: HaltCheck | None = None,
     ) -> None:
@@ -110,6 +118,7 @@ class AgentLoop:
         self.max_iterations = max_iterations
         self.on_message = on_message or _ignore
         self.budget = budget
+        self.gate = gate
         self.steps = steps
         self.halt_check = halt_check
         self.result = LoopResult(text="", status="succeeded", iterations=0)
@@ -122,6 +131,39 @@ class AgentLoop:
         turn: list[LLMMessage] = [user]
         # Kept on the loop, so a caller whose turn was cancelled can still read the counts.
         result = self.result = LoopResult(text="", status="succeeded", iterations=0)
+        return await self._iterate(system, history, turn, result)
+
+    async def resume(
+        self,
+        system: LLMMessage | None,
+        history: list[LLMMessage],
+        turn: list[LLMMessage],
+        verdicts: Verdicts,
+        *,
+        done: LoopResult,
+    ) -> LoopResult:
+        """Go on with a turn that waited for a person. `turn` is what it said so far: its
+        user message, then its messages up to the model's answer whose calls waited and the
+        results of those that ran before them; `verdicts` are the person's answers, and
+        `done` what the turn had done (iterations, tools, usage)."""
+        turn = list(turn)
+        result = self.result = done
+        result.status, result.waiting = "succeeded", []
+        calls = [
+            ToolCall(part["id"], part["function"]["name"], part["function"].get("arguments", ""))
+            for part in unanswered(turn)
+        ]
+        if await self._act(turn, calls, _prepare_calls(calls)[1], result, verdicts):
+            return result
+        return await self._iterate(system, history, turn, result)
+
+    async def _iterate(
+        self,
+        system: LLMMessage | None,
+        history: list[LLMMessage],
+        turn: list[LLMMessage],
+        result: LoopResult,
+    ) -> LoopResult:
         compressed = False
         while result.iterations < self.max_iterations:
             if result.iterations and self.halt_check is not None:
@@ -154,7 +196,8 @@ class AgentLoop:
             assistant = _assistant(response.content or None, response)
             assistant["tool_calls"] = sendable
             await self._record(turn, assistant, response.usage)
-            await self._run_tools(turn, response.tool_calls, parsed, result)
+            if await self._act(turn, response.tool_calls, parsed, result, {}):
+                return result
 
         result.status = "failed"
         result.error = f"reached the limit of {self.max_iterations} model calls in one turn"
@@ -196,6 +239,38 @@ class AgentLoop:
         await stream.end()
         return response
 
+    async def _act(
+        self,
+        turn: list[LLMMessage],
+        calls: list[ToolCall],
+        parsed: list[dict[str, Any] | str],
+        result: LoopResult,
+        verdicts: Verdicts,
+    ) -> bool:
+        """Run the calls of one answer up to the first that waits for a person, each that
+        was answered as its verdict says; whether calls are left waiting (then `result`
+        says which, and the turn ends here)."""
+        stop, verdicts = len(calls), dict(verdicts)
+        if self.gate is not None:
+            stop, verdicts = self.gate.split([(c.id, c.name) for c in calls], verdicts)
+        await self._run_tools(turn, calls[:stop], parsed[:stop], result, verdicts)
+        if stop == len(calls):
+            return False
+        result.status = "waiting"
+        result.waiting = [
+            WaitingCall(call.id, call.name, arguments, position)
+            for position, (call, arguments) in enumerate(zip(calls, parsed, strict=True))
+            if position >= stop and call.id not in verdicts and self._gated(call.name)
+        ]
+        return True
+
+    def _gated(self, name: str) -> bool:
+        return self.gate is not None and self.gate.needed(name)
+
+    def _parallel_safe(self, name: str) -> bool:
+        # A call that waits for a person runs alone, once it may.
+        return self.tools.parallel_safe(name) and not self._gated(name)
+
     def _model_step(
         self, started: float, clock: float, response: LLMResponse | None, error: str | None
     ) -> None:
@@ -212,15 +287,17 @@ class AgentLoop:
         calls: list[ToolCall],
         parsed: list[dict[str, Any] | str],
         result: LoopResult,
+        verdicts: Verdicts,
     ) -> None:
         """Run the calls of one answer: each run of calls that are safe side by side at once,
-        any other alone, in order; their answers go into the history in the calls' order."""
+        any other alone, in order; their answers go into the history in the calls' order.
+        A call with a verdict text does not run: that text is its answer."""
         recorded = 0
         answers: dict[str, str] = {}
         # Calls whose card the clients show open: announced, no result sent yet.
         running: dict[str, ToolCall] = {}
         try:
-            for batch in _batches(calls, parsed, self.tools.parallel_safe):
+            for batch in _batches(calls, parsed, self._parallel_safe):
                 for call, arguments in batch:
                     await self.emit(
                         ToolCallEvent(
@@ -230,9 +307,11 @@ class AgentLoop:
                         )
                     )
                     running[call.id] = call
-                    result.tools_used.append(call.name)
+                    if verdicts.get(call.id) is None:
+                        result.tools_used.append(call.name)
                 runs = [
-                    self._run_tool(call, arguments, answers, running) for call, arguments in batch
+                    self._run_tool(call, arguments, answers, running, verdicts.get(call.id))
+                    for call, arguments in batch
                 ]
                 if len(runs) == 1:
                     await runs[0]
@@ -259,10 +338,14 @@ class AgentLoop:
         arguments: dict[str, Any] | str,
         answers: dict[str, str],
         running: dict[str, ToolCall],
+        verdict: str | None = None,
     ) -> None:
         started, wall = time.monotonic(), time.time()
         try:
-            output = await self.tools.execute(call.name, arguments)
+            if verdict is None:
+                output = await self.tools.execute(call.name, arguments)
+            else:
+                output = verdict  # answered for it: it does not run
         except BaseException:
             self._tool_step(call, wall, int((time.monotonic() - started) * 1000), None)
             raise

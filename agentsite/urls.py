@@ -14,6 +14,7 @@ urlpatterns = [
     path("", pages.chat, name="chat"),
     # A web chat by its id, an API session by its key (`sessions_app.keys`).
     path("c/<chat:key>/", pages.chat, name="chat-session"),
+    path("favicon.ico", pages.favicon, name="favicon"),
     path("api/", include("agent.doors.api.urls")),
     # The OpenAI-compatible door (agent.doors.openai).
     path("v1/", include("agent.doors.openai.urls")),

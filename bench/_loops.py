@@ -33,10 +33,11 @@ def start_model(procs: Children, tools: int) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def setup_django(scratch: Path, base_url: str) -> None:
-    """Point this process at a migrated scratch install using the model at `base_url`,
-    with a file for the scripted conversation to read."""
-    env = bench_env(scratch, base_url)
+def setup_django(scratch: Path, base_url: str, **settings: str) -> None:
+    """Point this process at a migrated scratch install using the model at `base_url`
+    (and `settings`, environment variables), with a file for the scripted conversation to
+    read."""
+    env = {**bench_env(scratch, base_url), **settings}
     # A bench turn grows past the default window of 50 messages; keep it all.
     env["AGENT_MEMORY_WINDOW"] = "1000"
     env["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -94,17 +94,45 @@ def start_each(jobs: list[CronJob], *, now: datetime, broker: Any = None) -> int
 
 
 class Dispatcher:
-    """The loop a cluster runs beside its workers (`manage.py qcluster`)."""
+    """The loop a cluster runs beside its workers (`manage.py qcluster`). `chores` are
+    other looks that want doing about as often (at most once a poll), such as the calls that
+    waited for a person past their time."""
 
-    def __init__(self, *, poll: float = POLL_SECONDS, broker: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        poll: float = POLL_SECONDS,
+        broker: Any = None,
+        chores: Sequence[Callable[[], object]] = (),
+    ) -> None:
         self.poll = poll
         self.broker = broker
+        self.chores = tuple(chores)
+        self.chores_due = 0.0
 
     def run(self, *, stopped: Callable[[], bool]) -> None:
         """Start jobs as they fall due until `stopped()` says so (looked at every poll)."""
         logger.info("cron dispatcher running (looks every %g s at most)", self.poll)
         while not stopped():
-            time.sleep(self.step())
+            wait = self.step()
+            self.do_chores()
+            time.sleep(wait)
+
+    def do_chores(self) -> None:
+        """Each chore, unless they were done less than a poll ago; one that fails is
+        logged, and done again at the next."""
+        now = time.monotonic()
+        if now < self.chores_due:
+            return
+        self.chores_due = now + self.poll
+        for chore in self.chores:
+            try:
+                chore()
+            except DatabaseError:
+                logger.exception("a dispatcher's chore could not reach the database")
+                connections.close_all()
+            except Exception:
+                logger.exception("a dispatcher's chore failed; it runs again at the next look")
 
     def step(self) -> float:
         """Start what is due now; seconds to sleep before the next look."""

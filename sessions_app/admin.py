@@ -8,6 +8,9 @@ from django.db.models import (
     BigIntegerField,
     Count,
     DecimalField,
+    DurationField,
+    ExpressionWrapper,
+    F,
     OuterRef,
     Q,
     QuerySet,
@@ -20,7 +23,17 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app.models import DailyUsage, Memory, Message, Run, Session, UserBudget
+from sessions_app.durations import between
+from sessions_app.models import (
+    Approval,
+    DailyUsage,
+    Memory,
+    Message,
+    Run,
+    Session,
+    UserBudget,
+    UserPreferences,
+)
 from sessions_app.timeline import timeline as run_timeline
 from sessions_app.usage import ZERO, usage_dict
 
@@ -110,6 +123,8 @@ class SessionAdmin(admin.ModelAdmin):
         "owner",
         "title",
         "model",
+        "approve_tools",
+        "allowed_tools",
         "last_consolidated",
         "created",
         "updated",
@@ -139,8 +154,9 @@ class SessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="latest runs")
     def latest_runs(self, obj: Session) -> str:
-        lines = ((r, f"{r.status} {r.error or ''}") for r in obj.runs.order_by("-created")[:LATEST])
-        return _latest(lines, "run", obj, "All runs of this session")
+        # The newest, read in the order they ran, as the messages above them are.
+        rows = reversed(list(obj.runs.order_by("-created")[:LATEST]))
+        return _latest(((r, run_line(r)) for r in rows), "run", obj, "All runs of this session")
 
     @admin.display(ordering="_messages", description="messages")
     def message_count(self, obj: Session) -> int:
@@ -153,6 +169,12 @@ class SessionAdmin(admin.ModelAdmin):
 
 def _archived_mark(message: Message) -> str:
     return "(archived) " if message.archived else ""
+
+
+def run_line(run: Run) -> str:
+    """A run in a list of runs: "succeeded · 1.2 s", and why it failed."""
+    took = between(run.started, run.finished)
+    return " · ".join(part for part in (run.status, took, run.error or "") if part)
 
 
 @admin.register(Message)
@@ -177,18 +199,39 @@ class MessageAdmin(admin.ModelAdmin):
         return (obj.content or "")[:100]
 
 
+class ApprovalInline(admin.TabularInline):
+    """The run's tool calls that waited for a person, and how each was answered."""
+
+    model = Approval
+    extra = 0
+    can_delete = False
+    fields = ("call_id", "name", "arguments", "status", "always", "deadline", "answered")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = (
         "created",
+        "started",
+        "finished",
         "session",
         "status",
         "channel",
         "model",
         "iterations",
         "cost",
-        "duration",
+        "took",
     )
+    # The newest first, whatever the model's default order becomes.
+    ordering = ("-created",)
+    # `status` "waiting": the turns waiting for a person's answers (shown on each run).
     list_filter = ("status", "channel", "model")
     search_fields = ("id", "session__key", "prompt", "text", "error")
     list_select_related = ("session",)
@@ -196,10 +239,11 @@ class RunAdmin(admin.ModelAdmin):
     # links to their pages, and the sub-agents it started below them.
     exclude = ("trace",)
     readonly_fields = [f.name for f in Run._meta.fields if f.name != "trace"] + [
-        "duration",
+        "took",
         "subagent_runs",
         "timeline",
     ]
+    inlines = (ApprovalInline,)
 
     class Media:
         css = {"all": ["sessions_app/timeline.css"]}
@@ -209,6 +253,14 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        took = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
+        return super().get_queryset(request).annotate(_took=took)
+
+    @admin.display(ordering="_took", description="duration")
+    def took(self, obj: Run) -> str | None:
+        return between(obj.started, obj.finished)
 
     def _children(self, obj: Run) -> list[Run]:
         # Read once per page, for both fields that show them.
@@ -225,7 +277,11 @@ class RunAdmin(admin.ModelAdmin):
             "",
             "<li><a href='{}'>{}</a> {}</li>",
             (
-                (reverse("admin:sessions_app_run_change", args=[c.pk]), c.label or c.pk, c.status)
+                (
+                    reverse("admin:sessions_app_run_change", args=[c.pk]),
+                    c.label or c.pk,
+                    run_line(c),
+                )
                 for c in children
             ),
         )
@@ -298,6 +354,23 @@ class DailyUsageAdmin(admin.ModelAdmin):
         return response
 
 
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """Every tool call that waited for a person; `pending` ones wait now."""
+
+    list_display = ("created", "name", "status", "run", "deadline", "answered", "answered_by")
+    list_filter = ("status", "name")
+    search_fields = ("call_id", "name", "run__session__key")
+    list_select_related = ("run__session", "answered_by")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 class UserBudgetInline(admin.StackedInline):
     """On a user's page: lift their daily budget, or give them another amount."""
 
@@ -315,3 +388,13 @@ class UserBudgetAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     search_fields = ("user__username",)
     raw_id_fields = ("user",)
+
+
+@admin.register(UserPreferences)
+class UserPreferencesAdmin(admin.ModelAdmin):
+    """What each user adds to the tools that wait for their yes."""
+
+    list_display = ("user", "approve_tools", "updated")
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("updated",)

@@ -4,8 +4,18 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+
+from agent import tool_patterns
+
+
+def validate_tool_patterns(value: Any) -> None:
+    """A list of tool names or globs (`exec`, `mcp_*`)."""
+    found = tool_patterns.problems(value)
+    if found:
+        raise ValidationError(found)
 
 
 class Session(models.Model):
@@ -39,6 +49,19 @@ class Session(models.Model):
     # that lost the lock mid-way (its database connection was dropped) finds another run
     # here once a second turn has started, and writes nothing more.
     turn = models.UUIDField(null=True, blank=True, editable=False)
+    approve_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools that wait for a person's yes in this session, besides the others "
+        '(AGENT_APPROVE_TOOLS, the owner\'s, the skills\'): a list such as ["exec", "mcp_*"].',
+    )
+    allowed_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools answered 'always' in this session: they no longer wait here.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -123,6 +146,9 @@ class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        # Its model asked for tools that wait for a person (`Approval`): no process runs
+        # it until the answers are in, or their time is up.
+        WAITING = "waiting"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
@@ -196,6 +222,82 @@ class Run(models.Model):
     @property
     def success(self) -> bool:
         return self.status == self.Status.SUCCEEDED
+
+
+class Approval(models.Model):
+    """A tool call of a waiting run that runs only once a person says yes.
+
+    Answered once: the first answer (or the timeout, or a stop) changes `status` from
+    pending, with a conditional update, and every later one finds it taken.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ALLOWED = "allowed"
+        DECLINED = "declined"
+        # No answer came within AGENT_APPROVAL_TIMEOUT.
+        EXPIRED = "expired"
+        # The turn was stopped, or a new turn of its session came first.
+        CANCELLED = "cancelled"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    call_id = models.CharField(max_length=128)
+    name = models.CharField(max_length=128)
+    # The arguments as the tool would get them (the raw text when they were no JSON object).
+    arguments = models.JSONField(null=True, blank=True)
+    # Its place among the calls of the model's answer.
+    position = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    # Answered "always": the tool no longer waits in this session.
+    always = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    deadline = models.DateTimeField()
+    answered = models.DateTimeField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["created", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="approval_call_per_run")
+        ]
+        indexes = [models.Index(fields=["status", "deadline"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def allowed(self) -> bool:
+        return self.status == self.Status.ALLOWED
+
+
+class UserPreferences(models.Model):
+    """What a user adds to the agent's settings for their own turns."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_preferences"
+    )
+    approve_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools that wait for this user's yes in all their sessions: a list such as "
+        '["exec", "mcp_*"].',
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "user preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
 
 
 class Memory(models.Model):

@@ -165,6 +165,7 @@ def display_page(
             ended.add(row.run_id)
             run = Run(usage=row.run_usage, cost=row.run_cost)
             message["run_usage"] = usage.run_usage(run)
+    _add_tool_durations(shown)
     return DisplayPage(shown, has_more)
 
 
@@ -199,6 +200,24 @@ def rerun_start(
     # The user's words: not a sub-agent's report to the agent, stored as a user message.
     theirs = messages.filter(role=Message.Role.USER).exclude(run__channel="system")
     return theirs.order_by("-id").first()
+
+
+def _add_tool_durations(shown: list[dict[str, Any]]) -> None:
+    """Each tool result's `duration_ms`, as its `tool_result` frame carried it live: from its
+    run's trace, which times every tool call by its id (not when the trace was off)."""
+    tool_runs = {m["run_id"] for m in shown if m["role"] == "tool" and m["run_id"]}
+    if not tool_runs:
+        return
+    took: dict[tuple[str, str], int] = {}
+    for run_id, trace in Run.objects.filter(pk__in=tool_runs).values_list("pk", "trace"):
+        for step in trace or []:
+            if step.get("kind") == "tool" and step.get("call_id") and step.get("ms") is not None:
+                took[(str(run_id), str(step["call_id"]))] = int(step["ms"])
+    for message in shown:
+        if message["role"] == "tool" and message["tool_call_id"]:
+            ms = took.get((message["run_id"], message["tool_call_id"]))
+            if ms is not None:
+                message["duration_ms"] = ms
 
 
 def subagent_run(*, run_id: UUID) -> Run | None:

@@ -355,6 +355,24 @@ def rename_session(*, session: Session, title: str) -> Session:
     return session
 
 
+def set_session_tools(
+    *,
+    session: Session,
+    approve_tools: list[str] | None = None,
+    allowed_tools: list[str] | None = None,
+) -> Session:
+    """Change what the session adds to the tools that wait for a person (`approve_tools`),
+    or the tools answered "always" in it (`allowed_tools`)."""
+    fields: dict[str, Any] = {}
+    if approve_tools is not None:
+        fields["approve_tools"] = approve_tools
+    if allowed_tools is not None:
+        fields["allowed_tools"] = allowed_tools
+    if fields:
+        _update_session(session, **fields)
+    return session
+
+
 @transaction.atomic
 def archive_messages(*, session: Session) -> int:
     """Take every message out of the conversation, keeping it on record."""

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from sessions_app.durations import duration_text
 from sessions_app.models import Run
 
 # A bar narrower than this (percent of the axis) would not show.
@@ -50,7 +51,7 @@ def timeline(run: Run, children: Iterable[Run] = ()) -> SafeString:
         "<p class='tl-legend'><span class='tl-key tl-model'>model call</span> "
         "<span class='tl-key tl-tool'>tool call</span> "
         "<span class='tl-key tl-failed'>failed</span></p>"
-        "<table class='tl'><thead><tr><th>call</th><th>ms</th><th>tokens</th><th>cost</th>"
+        "<table class='tl'><thead><tr><th>call</th><th>took</th><th>tokens</th><th>cost</th>"
         "<th class='tl-track'>{}</th></tr></thead><tbody>{}</tbody></table></div>",
         _axis(span),
         rows,
@@ -66,7 +67,7 @@ def _axis(span: float) -> SafeString:
     labels = format_html_join(
         "",
         "<text x='{}%' y='12' text-anchor='{}'>{}</text>",
-        ((at, anchor, _duration(span * at / 100)) for at, anchor in marks),
+        ((at, anchor, duration_text(span * at / 100)) for at, anchor in marks),
     )
     return format_html("<svg class='tl-axis' width='100%' height='16'>{}</svg>", labels)
 
@@ -81,7 +82,7 @@ def _row(
     tokens = (step.get("tokens") or {}).get("total_tokens") if kind == "model" else None
     cost = step.get("cost") if kind == "model" else None
     classes = f"tl-row tl-{kind}" + (" tl-failed" if failed else "")
-    title = f"{kind} call {step['name']}: {step['ms']} ms" + (
+    title = f"{kind} call {step['name']}: {duration_text(step['ms'])}" + (
         f", failed: {step['error']}" if failed else ""
     )
     return format_html(
@@ -95,7 +96,7 @@ def _row(
         step["name"],
         _child_link(step, children),
         format_html(" <span class='tl-error'>failed: {}</span>", step["error"]) if failed else "",
-        step["ms"],
+        duration_text(step["ms"]),
         "" if tokens is None else tokens,
         "" if cost is None else f"${cost:.6f}",
         title,
@@ -118,7 +119,3 @@ def _child_link(step: dict[str, Any], children: list[tuple[datetime, Run]]) -> S
             for child in made
         ),
     )
-
-
-def _duration(ms: float) -> str:
-    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"

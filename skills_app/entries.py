@@ -20,6 +20,8 @@ class SkillEntry:
     bins: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+    # Tools (names or globs) that wait for a person's yes while the skill is offered.
+    approve_tools: tuple[str, ...] = ()
 
     @property
     def available(self) -> bool:

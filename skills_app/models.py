@@ -1,6 +1,18 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from agent import tool_patterns
+
+
+def validate_tool_patterns(value: Any) -> None:
+    """A list of tool names or globs (`exec`, `mcp_*`)."""
+    found = tool_patterns.problems(value)
+    if found:
+        raise ValidationError(found)
 
 
 class Skill(models.Model):
@@ -11,6 +23,13 @@ class Skill(models.Model):
     description = models.CharField(max_length=300, help_text="When the skill is useful.")
     content = models.TextField(help_text="The skill itself, in Markdown.")
     always = models.BooleanField(default=False, help_text="Inline it in every prompt.")
+    approve_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools that wait for a person's yes while the skill is offered: a list such "
+        'as ["exec", "mcp_*"].',
+    )
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.db.models import QuerySet
 
+from agent import tool_patterns
 from skills_app.entries import SkillEntry
 from skills_app.models import Skill
 from skills_app.workspace import FileText, read_text_file, skill_files
@@ -42,6 +43,8 @@ class ListedSkill:
     # Bytes of its file; None for a skill of the database.
     size: int | None = None
     skill: Skill | None = None
+    # Tools that wait for a person's yes while it is offered.
+    approve_tools: tuple[str, ...] = ()
 
     @property
     def in_database(self) -> bool:
@@ -107,6 +110,7 @@ def offered_skills(
                 description=item.description,
                 content=item.content,
                 always=item.always,
+                approve_tools=tool_patterns.parse(item.approve_tools),
             )
         if item is not None:
             offered.append(item.checked(environment))
@@ -127,6 +131,7 @@ def listed_skill(skill: Skill) -> ListedSkill:
         created=skill.created,
         updated=skill.updated,
         skill=skill,
+        approve_tools=tool_patterns.parse(skill.approve_tools),
     )
 
 
@@ -167,6 +172,7 @@ def _listed_file(
         created=None,
         updated=read.modified,
         size=read.size,
+        approve_tools=entry.approve_tools,
     )
 
 

@@ -20,10 +20,21 @@ logger = logging.getLogger(__name__)
 
 @transaction.atomic
 def create_skill(
-    *, name: str, description: str, content: str, always: bool = False, enabled: bool = True
+    *,
+    name: str,
+    description: str,
+    content: str,
+    always: bool = False,
+    enabled: bool = True,
+    approve_tools: list[str] | None = None,
 ) -> Skill:
     return Skill.objects.create(
-        name=name, description=description, content=content, always=always, enabled=enabled
+        name=name,
+        description=description,
+        content=content,
+        always=always,
+        enabled=enabled,
+        approve_tools=approve_tools or [],
     )
 
 

@@ -4,6 +4,7 @@
 name: weather
 description: Current weather and forecasts for a place.
 always: false
+approve_tools: [exec]
 requires:
   bins: [curl]
   env: [WEATHER_API_KEY]
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent import openat
+from agent import openat, tool_patterns
 from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ def parse_skill(path: Path, text: str) -> SkillEntry | None:
         path=path,
         bins=_strings(requires.get("bins")),
         env=_strings(requires.get("env")),
+        approve_tools=tool_patterns.parse(meta.get("approve_tools")),
     )
 
 

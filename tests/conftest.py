@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -237,14 +238,45 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
         time.sleep(0.1)
 
 
+@pytest.fixture(scope="session")
+def login_password() -> str:
+    """`LOGIN`'s password as the servers the tests start store it (their hasher is the
+    default one, which takes its time by design): hashed once for the whole run."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    hasher = PBKDF2PasswordHasher()
+    return hasher.encode(LOGIN[1], hasher.salt())
+
+
+def add_login(site_env: dict[str, str], password: str) -> None:
+    """What `manage.py ensure_login` does with `LOGIN` for the site of `site_env` (a
+    superuser unless one exists), without a process of its own for it."""
+    columns = {"username": LOGIN[0], "password": password, "is_superuser": True}
+    columns.update(is_staff=True, is_active=True, email="", first_name="", last_name="")
+    if "DATABASE_URL" in site_env:  # the test's own database, which the site shares
+        from django.contrib.auth.models import User
+        from django.utils import timezone
+
+        if not User.objects.filter(is_superuser=True).exists():
+            User.objects.create(**columns, date_joined=timezone.now())
+        return
+    with sqlite3.connect(Path(site_env["AGENT_DATA_DIR"]) / "db.sqlite3") as db:
+        if db.execute("SELECT 1 FROM auth_user WHERE is_superuser").fetchone() is None:
+            names = ", ".join([*columns, "date_joined"])
+            marks = ", ".join("?" * (len(columns) + 1))
+            now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+            db.execute(
+                f"INSERT INTO auth_user ({names}) VALUES ({marks})", [*columns.values(), now]
+            )
+
+
 @pytest.fixture
-def live_site(site_env: dict[str, str]) -> Iterator[str]:
+def live_site(site_env: dict[str, str], login_password: str) -> Iterator[str]:
     """The site served by a real daphne process, with the login `LOGIN`; its base URL."""
-    env = {**site_env, "DJANGO_SUPERUSER_USERNAME": LOGIN[0], "DJANGO_SUPERUSER_PASSWORD": LOGIN[1]}
-    subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
+    add_login(site_env, login_password)
     port = free_port()
     command = [sys.executable, "-m", "agentsite.web", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
-    server = subprocess.Popen([*command, "agentsite.asgi:application"], cwd=ROOT, env=env)
+    server = subprocess.Popen([*command, "agentsite.asgi:application"], cwd=ROOT, env=site_env)
     try:
         wait_for_port(port, server)
         yield f"http://127.0.0.1:{port}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -156,11 +157,18 @@ def test_a_refused_key_fails_with_one_line(cli: Run, llm: ScriptedLLM) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_an_unreachable_server_fails_with_one_line(cli: Run) -> None:
-    result = cli("-m", "hello", AGENT_API_BASE="http://127.0.0.1:9/v1", AGENT_LLM_MAX_RETRIES="1")
+def test_an_unreachable_server_fails_with_one_line_naming_it(cli: Run) -> None:
+    result = cli(
+        "-m",
+        "hello",
+        AGENT_API_BASE="http://127.0.0.1:9/v1/",
+        AGENT_LLM_MAX_RETRIES="0",
+    )
     assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    assert "could not be reached" in result.stderr.strip().splitlines()[-1]
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert "could not be reached" in line and "ssl:" not in line
+    assert line.endswith("(tried http://127.0.0.1:9/v1)")
 
 
 def test_empty_message_is_a_usage_error(cli: Run) -> None:
@@ -176,6 +184,25 @@ def test_interactive_session(cli: Run, llm: ScriptedLLM) -> None:
     assert "Nice to meet you." in result.stdout
     assert "/model NAME" in result.stdout
     assert len(llm.requests) == 1
+
+
+def test_interactive_lines_stay_lines_and_tool_calls_show_as_cards(
+    cli: Run, llm: ScriptedLLM, workspace: Path
+) -> None:
+    llm.tool_call("exec", {"command": "printf 'one\\ntwo\\nthree\\n'"})
+    llm.reply("Counted.\nThree lines.")
+    result = cli(stdin="/help\ncount\nquit\n", COLUMNS="200")
+    assert result.returncode == 0, result.stderr
+    # Each line as seen, without the prompts it starts or ends with.
+    lines = [line.strip().strip("›").strip() for line in result.stdout.splitlines()]
+    # /help's list, a command a line, as the page shows it.
+    assert any(line.endswith("/new — archive this conversation and start afresh") for line in lines)
+    assert "/stop — stop the running turn and its sub-agents" in lines
+    # The call, then its result's heading with its duration, then the result's lines.
+    call = next(i for i, line in enumerate(lines) if line.startswith("↳ exec("))
+    assert re.fullmatch(r"✓ exec · \d+ ms", lines[call + 1])
+    assert lines[call + 2 : call + 5] == ["one", "two", "three"]
+    assert "Counted." in lines and "Three lines." in lines
 
 
 def test_a_stop_from_another_terminal_ends_the_turn_in_one_line(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.llm import litellm_adapter
+from agent.llm import litellm_adapter, wire
 from agent.llm.error_kinds import LLMError, classify
 from agent.llm.wire import ConnectionFailed, MalformedStream, ProviderError
 from tests.conftest import make_llm
@@ -115,3 +115,16 @@ def test_a_failed_litellm_import_is_sorted_without_it(monkeypatch: pytest.Monkey
     monkeypatch.setattr(litellm_adapter, "_litellm", None)
     assert litellm_adapter.classify(ImportError("no litellm")).kind == "unknown"
     assert litellm_adapter.classify(ConnectionResetError()).kind == "transient"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+        ("https://me:secret@llm.example:8443/v1?key=k#x", "https://llm.example:8443/v1"),
+        ("http://[::1]:11434/v1", "http://[::1]:11434/v1"),
+        ("http://host:port/v1", "http://host/v1"),
+    ],
+)
+def test_a_server_is_named_without_what_may_be_a_key(url: str, shown: str) -> None:
+    assert wire.without_credentials(url) == shown

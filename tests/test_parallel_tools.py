@@ -101,6 +101,38 @@ async def test_safe_calls_run_at_once_and_others_alone_in_order(
     assert result.tools_used == ["look", "look", "change", "change", "look"]
 
 
+class Failing(Timed):
+    """Safe side by side, and fails once it has slept."""
+
+    async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
+        await super().execute(ctx, **kwargs)
+        raise RuntimeError("the disk is on fire")
+
+
+async def test_one_failing_call_does_not_cancel_the_others(
+    llm: ScriptedLLM, workspace: Path
+) -> None:
+    timeline = Timeline()
+    failing = Failing("flaky", timeline, parallel_safe=True)
+    llm.tool_calls(
+        [
+            ("look", {"label": "a", "seconds": 0.3}),
+            ("flaky", {"label": "f", "seconds": 0.05}),
+            ("look", {"label": "b", "seconds": 0.3}),
+        ]
+    )
+    llm.reply("Two of three.")
+    loop, _, saved = make_loop(llm, workspace, *tools(timeline), failing)
+
+    result = await loop.run(SYSTEM, [], user("go"))
+
+    assert result.status == "succeeded"
+    assert timeline.overlap("a", "f") and timeline.overlap("a", "b")
+    answers = [m["content"] for m in saved[1:4]]
+    assert answers[0] == "a done" and answers[2] == "b done"
+    assert answers[1].startswith("Error: flaky failed unexpectedly (reference ")
+
+
 async def test_a_call_whose_arguments_do_not_parse_runs_alone(
     llm: ScriptedLLM, workspace: Path
 ) -> None:

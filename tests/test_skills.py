@@ -128,3 +128,16 @@ async def test_the_model_reads_a_skill_in_full(llm: ScriptedLLM, workspace: Path
     assert results[1] == "Run pdftotext."
     assert results[2] == "Error: no skill is called 'nope'. Skills: pdf, weather"
     assert "read_skill" in json.dumps(llm.requests[0]["tools"])
+
+
+def test_a_skill_made_through_the_api_names_the_tools_that_wait(staff: APIClient) -> None:
+    created = staff.post(
+        "/api/skills", {**WEATHER, "approve_tools": ["exec", "mcp_*"]}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    assert staff.get("/api/skills/weather").json()["approve_tools"] == ["exec", "mcp_*"]
+    for bad in ({"not": "a list"}, ["no spaces here"], [""]):
+        refused = staff.post(
+            "/api/skills", {**WEATHER, "name": "other", "approve_tools": bad}, format="json"
+        )
+        assert refused.status_code == 400 and "approve_tools" in refused.json(), refused.json()

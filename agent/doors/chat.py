@@ -7,6 +7,9 @@ The socket translates frames into `run_turn` calls and events back into frames. 
 runs as its own task, so `stop`, new messages, group events and a disconnect are handled
 while it streams; a turn outlives a closed tab and is saved all the same. A socket that
 opens while a turn of its session streams gets the text so far, then the rest (`join_stream`).
+A turn waiting for a person asks every socket of its session (`approval_request`, also sent
+to a socket as it opens); any of them may answer (`approve`), and the one whose answer lets
+the turn go on runs the rest of it, as it runs a turn it started.
 
 A socket belongs to its user and to one session row for its whole life: every user has
 chat ids of their own, the socket's turns run in the row it opened, and when that row is
@@ -27,7 +30,6 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent import failures
-from agent.conf import agent_settings
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
 from agent.events import (
@@ -37,6 +39,7 @@ from agent.events import (
     Event,
     History,
     MessageEvent,
+    ModelChosen,
     ThinkingFinished,
 )
 from agent.turn import (
@@ -45,7 +48,9 @@ from agent.turn import (
     SessionGone,
     SessionRef,
     TurnError,
+    answer_approval,
     budget_refusal,
+    choose_session_model,
     get_or_create_session,
     get_run,
     has_running_turn,
@@ -55,7 +60,10 @@ from agent.turn import (
     join_stream,
     leave_stream,
     listen_to_relayed,
+    model_in_use,
+    pending_requests,
     rerun_turn,
+    resume_turn,
     run_turn,
     session_group,
     take_turn_slot,
@@ -115,8 +123,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         page = await history_page(session_id=session.pk)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
-        frame["model"] = session.model or agent_settings().model
+        frame["model"] = model_in_use(session.model)
         await self.send_json(frame)
+        # What the session's waiting turns ask, for this tab to answer too.
+        for request in await pending_requests(session_id=session.pk):
+            await self.send_json(request.to_dict())
         unfinished = await unfinished_run(session_id=session.pk)
         if unfinished is not None:
             if running:
@@ -160,17 +171,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if kind == "stop":
             self._start("/stop")
             return
-        reader = _READERS.get(str(kind))
-        if reader is not None:
+        if kind == "model":
+            await self._choose_model(content.get("model"))
+            return
+        handler = _HANDLERS.get(str(kind))
+        if handler is not None:
+            reader, method = handler
             try:
                 request = reader(content)
             except chat_frames.BadFrame as exc:
                 await self._error(str(exc))
                 return
-            if isinstance(request, chat_frames.EarlierRequest):
-                await self._earlier(request)
-            else:
-                await self._rerun(request)
+            await getattr(self, method)(request)
             return
         if kind != "message":
             await self._error(f"unknown frame: {chat_frames.KNOWN_FRAMES}")
@@ -207,6 +219,45 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             return False
         return True
+
+    async def _choose_model(self, model: object) -> None:
+        """The page's model picker: the session's next turns use `model`, as after `/model`,
+        and every tab of the chat shows it."""
+        session_id = self.session_id
+        if session_id is None:
+            return
+        try:
+            chosen = await choose_session_model(session_id=session_id, model=model)
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
+            return
+        except TurnError as exc:
+            await self._error(str(exc))
+            return
+        event = ModelChosen(model=chosen)
+        await self._send_frame(event.to_dict())
+        await GroupSink(session_id, origin=self.channel_name)(event)
+
+    async def _approve(self, request: chat_frames.ApproveRequest) -> None:
+        """Answer a call that waits for a person; once none of its turn's does, go on with
+        the turn here. A call that is not there or no longer waits gets an error frame."""
+        session_id = self.session_id
+        assert session_id is not None  # `receive` checked it
+        try:
+            answer = await answer_approval(
+                owner=self.user,
+                session_id=session_id,
+                call_id=request.call_id,
+                allow=request.allow,
+                always=request.always,
+            )
+        except TurnError as exc:
+            await self._error(str(exc))
+            return
+        if answer.ready:
+            run_id = answer.run_id
+            self._launch(lambda emit: resume_turn(run_id, emit=emit))
 
     async def _earlier(self, request: chat_frames.EarlierRequest) -> None:
         """Send the messages right before `request.before` (and back to `request.back_to`)."""
@@ -341,6 +392,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 return  # deleted with its session: the socket is closing
             if run.status == Run.Status.RUNNING:
                 continue
+            # Ended, or waiting for a person: this turn is not running any more.
             # The turn's own events, when they travel here, arrive in the meantime.
             await asyncio.sleep(FOLLOW_SECONDS)
             if self.followed != run_id:
@@ -368,9 +420,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(refusal.to_dict())
 
 
-# The frames of `chat_frames`, each with its reader.
-_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "earlier": chat_frames.read_earlier,
-    "regenerate": chat_frames.read_regenerate,
-    "edit": chat_frames.read_edit,
+# The frames `chat_frames` reads: each one's reader and the consumer's method that acts on
+# what it read.
+_HANDLERS: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "approve": (chat_frames.read_approve, "_approve"),
+    "earlier": (chat_frames.read_earlier, "_earlier"),
+    "regenerate": (chat_frames.read_regenerate, "_rerun"),
+    "edit": (chat_frames.read_edit, "_rerun"),
 }

@@ -1,7 +1,8 @@
-"""The chat socket's client frames beyond a message and a stop, read and checked: a request
-for older messages (`earlier`), and running the conversation again from one of the user's
-messages (`regenerate`, `edit`). Each reader gives what the frame asks for, or raises
-`BadFrame` with the frame's shape."""
+"""The chat socket's client frames beyond a message, a stop and a model, read and checked:
+an answer to a tool call that waits for a person (`approve`), a request for older messages
+(`earlier`), and running the conversation again from one of the user's messages
+(`regenerate`, `edit`). Each reader gives what the frame asks for, or raises `BadFrame` with
+the frame's shape."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+APPROVE_FRAME = '{"type": "approve", "id": "<call id>", "allow": true|false, "always"?: true|false}'
 EARLIER_FRAME = '{"type": "earlier", "before": <message id>, "to"?: <message id>}'
 EDIT_FRAME = (
     '{"type": "edit", "id": <message id> (or "run_id": "<run id>"), "content": "<new text>"}'
@@ -17,13 +19,23 @@ REGENERATE_FRAME = '{"type": "regenerate"}'
 # What the socket takes, for a frame of a type it does not know.
 KNOWN_FRAMES = (
     'send {"type": "message", "content": "…"}, {"type": "stop"}, '
+    '{"type": "approve", "id": "…", "allow": true|false}, '
     f"{REGENERATE_FRAME}, {EDIT_FRAME} or {EARLIER_FRAME}"
 )
+# The longest tool call id a client may answer for (`Approval.call_id`).
+MAX_CALL_ID_CHARS = 128
 _LARGEST_ID = 2**63 - 1
 
 
 class BadFrame(ValueError):
     """A frame of a known type whose fields are not what that type takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApproveRequest:
+    call_id: str
+    allow: bool
+    always: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +59,18 @@ def _message_id(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _LARGEST_ID:
         return value
     return None
+
+
+def read_approve(frame: dict[str, Any]) -> ApproveRequest:
+    call_id, allow, always = frame.get("id"), frame.get("allow"), frame.get("always", False)
+    if (
+        not isinstance(call_id, str)
+        or not 0 < len(call_id) <= MAX_CALL_ID_CHARS
+        or not isinstance(allow, bool)
+        or not isinstance(always, bool)
+    ):
+        raise BadFrame(f"an answer to a tool call is {APPROVE_FRAME}")
+    return ApproveRequest(call_id=call_id, allow=allow, always=always)
 
 
 def read_earlier(frame: dict[str, Any]) -> EarlierRequest:

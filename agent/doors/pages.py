@@ -1,11 +1,13 @@
-"""The chat page."""
+"""The chat page, and the icon browsers ask for at `/favicon.ico`."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
+from django.views.decorators.cache import cache_control
 
 from agent.conf import agent_settings
 from sessions_app import keys
@@ -14,12 +16,15 @@ from sessions_app import keys
 @login_required
 def chat(request: HttpRequest, key: str = "") -> HttpResponse:
     """The page; `key` is the session its URL names (see the `chat` converter), "" at `/`."""
+    conf = agent_settings()
     context = {
         "chat_id": keys.path_for_key(key) if key else "",
         # The page checks chat paths with the server's own rule instead of a copy of it.
         "chat_pattern": keys.CHAT_PATH_PATTERN,
         "ws_path_prefix": "/ws/chat/",
-        "default_model": agent_settings().model,
+        "default_model": conf.model,
+        # The ids the header's picker offers (model ids hold no comma): AGENT_MODEL first.
+        "models": ",".join(conf.models),
         "admin_url": reverse("admin:index"),
         "logout_url": reverse("logout"),
         "login_url": reverse("login"),
@@ -27,3 +32,10 @@ def chat(request: HttpRequest, key: str = "") -> HttpResponse:
         "search_api_url": "/api/search",
     }
     return render(request, "chat.html", context)
+
+
+@cache_control(public=True, max_age=86_400)
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """The site's icon where browsers (and the admin's pages, which name none) look for it
+    by default: the SVG the pages link. Not permanent: the static file's address may change."""
+    return HttpResponseRedirect(static("chat/favicon.svg"))

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent.events import Event, MessageEvent, StreamChunk, StreamEnd, Thinking, ToolCallEvent
+from agent.events import (
+    Event,
+    MessageEvent,
+    StreamChunk,
+    StreamEnd,
+    Thinking,
+    ToolCallEvent,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.live import Live
 
 HINT_ARGUMENT_CHARS = 60
+# Of a tool's result, the terminal shows the first lines, as the page's card shows its head.
+RESULT_LINES = 6
+RESULT_LINE_CHARS = 160
 
 
 def tool_hint(name: str, arguments: Any) -> str:
@@ -28,8 +40,62 @@ def tool_hint(name: str, arguments: Any) -> str:
     return f"{name}({str(arguments)[:HINT_ARGUMENT_CHARS]})"
 
 
+def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:
+    """Ask on the terminal whether a call that waits for approval may run: whether it may,
+    and whether its tool may from now on in this session ("always"). No answer (end of
+    input, Ctrl-C) is a no."""
+    hint = tool_hint(call["name"], call["arguments"])
+    while True:
+        try:
+            answer = input(f"  ? Allow {hint}? [y]es / [n]o / [a]lways: ").strip().lower()
+        except (EOFError, KeyboardInterrupt):
+            sys.stdout.write("\n")
+            return False, False
+        if answer in ("y", "yes"):
+            return True, False
+        if answer in ("a", "always"):
+            return True, True
+        if answer in ("n", "no"):
+            return False, False
+
+
+def hard_breaks(text: str) -> str:
+    """Markdown whose line breaks stay line breaks, as the chat page renders it (a command's
+    list, a tool's lines); code blocks are left as they are."""
+    lines = text.split("\n")
+    fenced = False
+    for index, line in enumerate(lines[:-1]):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and line.strip() and lines[index + 1].strip():
+            lines[index] = line + "  "
+    return "\n".join(lines)
+
+
+def result_lines(result: str) -> list[str]:
+    """The head of a tool's result, a line each, and how much more there was."""
+    lines = result.splitlines() or [""]
+    shown = [
+        line if len(line) <= RESULT_LINE_CHARS else line[: RESULT_LINE_CHARS - 1] + "…"
+        for line in lines[:RESULT_LINES]
+    ]
+    if len(lines) > RESULT_LINES:
+        shown.append(f"… {len(lines) - RESULT_LINES} more lines")
+    return shown
+
+
+def result_heading(event: ToolResult) -> str:
+    """`✓ read_file · 12 ms`, or `✗` for a call that failed: the card's heading."""
+    mark = "✗" if event.result.startswith("Error") else "✓"
+    took = f" · {event.duration_ms} ms" if event.duration_ms is not None else ""
+    return f"{mark} {event.name}{took}"
+
+
 class PlainPrinter:
-    """One-shot mode: the reply streams to stdout as it comes, progress goes to stderr."""
+    """One-shot mode: the reply streams to stdout as it comes, progress goes to stderr.
+
+    A message that did not stream is held until something follows it: the last one may be
+    the turn's failure, which the command says on stderr instead (`finish`)."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out = out
@@ -38,8 +104,17 @@ class PlainPrinter:
         self.at_line_start = True
         self.stream = ""
         self.last_stream = ""
+        self.held: str | None = None
+
+    def finish(self, *, succeeded: bool) -> None:
+        """The turn is over: show what is held if it was the turn's answer."""
+        held, self.held = self.held, None
+        if held is not None and succeeded:
+            self._say(held)
 
     async def __call__(self, event: Event) -> None:
+        if self.held is not None and not isinstance(event, MessageEvent):
+            self.finish(succeeded=True)
         if isinstance(event, StreamChunk):
             self.out.write(event.content)
             self.out.flush()
@@ -56,16 +131,21 @@ class PlainPrinter:
             and event.role == "assistant"
             and event.content != self.last_stream
         ):
-            # What did not stream: a `message` the agent sent mid-turn, a command's answer.
-            self._newline()
-            self.out.write(event.content + "\n")
-            self.out.flush()
-            self.streamed = True
+            # What did not stream: a `message` the agent sent mid-turn, a command's answer,
+            # or the turn's failure.
+            self.finish(succeeded=True)
+            self.held = event.content
         elif isinstance(event, ToolCallEvent):
             self._newline()
             self._err(f"  ↳ {tool_hint(event.name, event.arguments)}")
         elif isinstance(event, Thinking):
             self._err(f"  … {event.content}")
+
+    def _say(self, text: str) -> None:
+        self._newline()
+        self.out.write(text + "\n")
+        self.out.flush()
+        self.streamed = True
 
     def _newline(self) -> None:
         if not self.at_line_start:
@@ -99,7 +179,7 @@ class RichPrinter:
                 self.live = Live(console=self.console, refresh_per_second=12, transient=False)
                 self.live.start()
             self.text += event.content
-            self.live.update(Markdown(self.text))
+            self.live.update(Markdown(hard_breaks(self.text)))
         elif isinstance(event, StreamEnd):
             self._stop_live(discarded=bool(event.discarded))
         elif isinstance(event, ToolCallEvent):
@@ -110,6 +190,19 @@ class RichPrinter:
                 markup=False,
                 highlight=False,
             )
+        elif isinstance(event, ToolResult):
+            self._stop_live()
+            failed = event.result.startswith("Error")
+            self.console.print(
+                f"    {result_heading(event)}",
+                style="red" if failed else "dim",
+                markup=False,
+                highlight=False,
+            )
+            for line in result_lines(event.result):
+                self.console.print(
+                    f"      {line}", style="dim", markup=False, highlight=False, soft_wrap=True
+                )
         elif isinstance(event, Thinking):
             self.console.print(
                 f"  … {event.content}", style="dim italic", markup=False, highlight=False
@@ -118,7 +211,7 @@ class RichPrinter:
             isinstance(event, MessageEvent) and event.role != "user" and event.content != self.text
         ):
             # The reply did not stream (a command's answer, an error): show it now.
-            self.console.print(Markdown(event.content))
+            self.console.print(Markdown(hard_breaks(event.content)))
 
     def _stop_live(self, *, discarded: bool = False) -> None:
         if self.live is not None:

@@ -54,6 +54,16 @@ class LLMConfig:
     # (AGENT_MODEL_PRICES); otherwise litellm's table prices it, or nothing does.
     price: tuple[float, float] | None = None
 
+    @property
+    def endpoint(self) -> str | None:
+        """The server the calls go to, without credentials, for the operator's own messages
+        (a user's show no host); None for a provider that litellm finds itself."""
+        if needs_litellm(self.model, self.backend):
+            base = self.api_base
+        else:
+            base = wire.base_url(api_base=self.api_base, openai_base=self.openai_base)
+        return wire.without_credentials(base) if base else None
+
 
 def needs_litellm(model: str, backend: str = "auto") -> bool:
     """Whether the model is reached through litellm rather than spoken to directly."""

@@ -126,15 +126,32 @@ def target(
     model: str, *, api_base: str, api_key: str, openai_base: str, openai_key: str
 ) -> WireTarget:
     name = model.split("/", 1)[1] if model.startswith("openai/") else model
+    base = base_url(api_base=api_base, openai_base=openai_base)
     if api_base:
         # Local servers (Ollama, LM Studio, llama.cpp) want no key, but some proxies refuse a
         # request without the header.
-        base = api_base.rstrip("/")
         key, openai = api_key or "no-key", False
     else:
-        base = (openai_base or OPENAI_BASE_URL).rstrip("/")
         key, openai = api_key or openai_key, True
     return WireTarget(base, key, name, model, openai=openai, proxy=_proxy_for(base))
+
+
+def base_url(*, api_base: str, openai_base: str) -> str:
+    """Where the requests go: the configured server, or OpenAI (or OPENAI_BASE_URL)."""
+    return (api_base or openai_base or OPENAI_BASE_URL).rstrip("/")
+
+
+def without_credentials(url: str) -> str:
+    """`url` without a user, password or query, which may hold a key."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:  # a port that is no number: the host says enough
+        netloc = host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def request_body(

@@ -29,13 +29,22 @@ What a door may ask for, and what it gets back:
   it may use) and runs it now or queues it for the worker, returning the run; `cancel_task`
   stops one and returns it.
   `execute_task(run, owner=)` runs a queued one to its end (the worker's job).
+- Answer a tool call that waits for a person: a run's turn that asked for such a tool ends
+  `waiting` (`TurnResult.pending` lists the calls). `answer_approval` records a yes or a no
+  (`ApprovalNotFound`, `ApprovalClosed` when there is nothing to answer) and says whether
+  the turn may go on; `resume_turn(run_id, emit=)` goes on with it, and `resume_task` does
+  so for the API and the worker; `approve_task` does both for a task. `pending_requests`
+  lists what a session's waiting turns ask; `settle_approvals` (the sweep's) lets calls
+  past their time count as declined and returns the runs to resume.
 - Show a session (the socket): `get_or_create_session`, `messages_for_display` and
   `history_page` (a page of it, the latest or an older one, with whether there is more),
-  `has_running_turn`, `unfinished_run` and `get_run` read it (async); `is_running_here`
-  says whether this process runs its turn. `session_group` names the channel-layer group
-  its sockets join, `GroupSink` sends a turn's shared events there, `listen_to_relayed`
-  passes on what workers relayed through the database (returns the call that stops it),
-  and `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+  `has_running_turn`, `unfinished_run` and `get_run` read it (async); `choose_session_model`
+  stores the model its owner picked (as `/model NAME` does, refused if not allowed) and
+  `model_in_use` names the one its next turn talks to; `is_running_here` says whether this
+  process runs its turn. `session_group` names the channel-layer group its sockets join,
+  `GroupSink` sends a turn's shared events there, `listen_to_relayed` passes on what
+  workers relayed through the database (returns the call that stops it), and
+  `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
 - Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
@@ -65,6 +74,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent.turn.approvals import (
+        ApprovalClosed,
+        ApprovalNotFound,
+        answer_approval,
+        pending_requests,
+        settle_approvals,
+    )
     from agent.turn.consolidation import consolidate_session
     from agent.turn.cron_runs import report_dead_cron_runs, run_cron_job
     from agent.turn.fanout import GroupSink, delivering, on_session_deleted
@@ -85,9 +101,9 @@ if TYPE_CHECKING:
         validate_content,
     )
     from agent.turn.relay import listen_to_relayed, prune_relayed, write_through_database
-    from agent.turn.runs import cancel_task, execute_task, submit_task
-    from agent.turn.service import SessionRef, rerun_turn, run_turn
-    from agent.turn.slash import is_command
+    from agent.turn.runs import approve_task, cancel_task, execute_task, resume_task, submit_task
+    from agent.turn.service import SessionRef, rerun_turn, resume_turn, run_turn
+    from agent.turn.slash import choose_session_model, is_command, model_in_use
     from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
         get_or_create_session,
@@ -110,6 +126,13 @@ if TYPE_CHECKING:
 
 # The module of the package each name of the interface lives in.
 _PLACES = {
+    "approvals": (
+        "ApprovalClosed",
+        "ApprovalNotFound",
+        "answer_approval",
+        "pending_requests",
+        "settle_approvals",
+    ),
     "consolidation": ("consolidate_session",),
     "cron_runs": ("report_dead_cron_runs", "run_cron_job"),
     "fanout": ("GroupSink", "delivering", "on_session_deleted"),
@@ -130,9 +153,9 @@ _PLACES = {
         "validate_content",
     ),
     "relay": ("listen_to_relayed", "prune_relayed", "write_through_database"),
-    "runs": ("cancel_task", "execute_task", "submit_task"),
-    "service": ("SessionRef", "rerun_turn", "run_turn"),
-    "slash": ("is_command",),
+    "runs": ("approve_task", "cancel_task", "execute_task", "resume_task", "submit_task"),
+    "service": ("SessionRef", "rerun_turn", "resume_turn", "run_turn"),
+    "slash": ("choose_session_model", "is_command", "model_in_use"),
     "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
         "get_or_create_session",
@@ -157,6 +180,8 @@ _MODULE_OF = {name: module for module, names in _PLACES.items() for name in name
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "ApprovalClosed",
+    "ApprovalNotFound",
     "GroupSink",
     "InvalidInput",
     "ModelNotConfigured",
@@ -168,9 +193,12 @@ __all__ = [
     "TurnResult",
     "allowed_model",
     "announce_subagent",
+    "answer_approval",
+    "approve_task",
     "budget_refusal",
     "cancel_task",
     "check_budget",
+    "choose_session_model",
     "consolidate_session",
     "delivering",
     "execute_task",
@@ -188,15 +216,20 @@ __all__ = [
     "listen_to_relayed",
     "load",
     "messages_for_display",
+    "model_in_use",
     "on_session_deleted",
+    "pending_requests",
     "prune_relayed",
     "report_dead_cron_runs",
     "rerun_turn",
+    "resume_task",
+    "resume_turn",
     "run_cron_job",
     "run_spawned_subagent",
     "run_trace",
     "run_turn",
     "session_group",
+    "settle_approvals",
     "submit_task",
     "take_turn_slot",
     "tool_problems",

@@ -46,6 +46,9 @@ SHARED_TYPES = frozenset(
         "subagent_completed",
         "cron_executed",
         "archived",
+        "model",
+        "approval_request",
+        "approval_resolved",
     }
 )
 HANDLER = "session.event"

@@ -34,13 +34,22 @@ _writing: set[asyncio.Task[None]] = set()
 
 
 class MessageLog:
-    def __init__(self, session: Session, run: Run, trace: TraceRecorder | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        run: Run,
+        trace: TraceRecorder | None = None,
+        *,
+        numbered: int = 0,
+    ) -> None:
+        """`numbered`: how many messages the run has saved already (a turn that waited for
+        a person and goes on)."""
         self.session = session
         self.run = run
         self.trace = trace
         self.pending: list[Entry] = []
         self.writer: asyncio.Task[None] | None = None
-        self.handed_over = 0
+        self.handed_over = numbered
 
     async def add(self, message: dict[str, Any], usage: dict[str, int] | None) -> None:
         """Hand `message` over for saving; raise what an earlier write failed with."""

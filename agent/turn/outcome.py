@@ -5,7 +5,7 @@ the parts of a turn that start turns of their own (a sub-agent run to its end)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.contrib.auth.models import User
 
@@ -28,6 +28,11 @@ class TurnResult:
     # the heartbeat's) what it had to say with the `message` tool: the caller need not
     # deliver the reply there too.
     delivered: bool = False
+    # With status "waiting": the calls that wait for a person, `{id, name, arguments}`.
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    # The model server the turn called (`LLMConfig.endpoint`), for the operator's own door
+    # to name when it could not be reached; users' doors name no host.
+    endpoint: str | None = None
 
     @property
     def success(self) -> bool:

@@ -19,6 +19,9 @@ class Profile:
     subagent: bool = False
     # Whether the `cron` tool may add and change jobs.
     schedules: bool = True
+    # Whether a person can be asked whether a tool may run (`agent.turn.approvals`): a turn
+    # the agent runs on its own is refused such a tool instead.
+    asks: bool = True
 
 
 CHAT = Profile()
@@ -27,11 +30,14 @@ SUBAGENT = Profile(
     history=False,
     subagent=True,
     schedules=False,
+    asks=False,
 )
 # A cron run cannot schedule more jobs; what it spawned would report to a session nobody
 # reads, so it runs sub-agents inline only.
-CRON = Profile(hidden_tools=frozenset({"cron", "spawn"}), schedules=False)
-HEARTBEAT = Profile(hidden_tools=frozenset({"cron", "spawn"}), history=False, schedules=False)
+CRON = Profile(hidden_tools=frozenset({"cron", "spawn"}), schedules=False, asks=False)
+HEARTBEAT = Profile(
+    hidden_tools=frozenset({"cron", "spawn"}), history=False, schedules=False, asks=False
+)
 
 _BY_CHANNEL = {"subagent": SUBAGENT, "cron": CRON, "heartbeat": HEARTBEAT}
 

@@ -16,20 +16,32 @@ from uuid import UUID
 
 from agent.events import Archived, Emit
 from agent.turn import store
+from agent.turn.locks import is_running_here
 from agent.turn.refusals import InvalidInput, TurnError
 from agent.turn.subagents import SYSTEM_CHANNEL
 from sessions_app.models import Message, Session
 
+RUNNING = "a reply is being written in this chat: wait for it to finish, or stop it, then try again"
+WAITING = (
+    "a turn of this chat waits for your answer about a tool call: answer it, or stop it, "
+    "then try again"
+)
+
 
 class TurnBusy(TurnError):
-    """A turn of the session is running: what it is writing would land after the messages
-    being archived."""
+    """A turn of the session is running, or waits for a person: what it goes on to write
+    would land after the messages being archived."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "a reply is being written in this chat: wait for it to finish, or stop it, "
-            "then try again"
-        )
+    def __init__(self, message: str = RUNNING) -> None:
+        super().__init__(message)
+
+
+async def refuse_if_busy(session: Session) -> None:
+    """`TurnBusy` if a turn of the session runs (in any process) or waits for a person."""
+    if is_running_here(session.pk) or await store.has_running_turn(session_id=session.pk):
+        raise TurnBusy(RUNNING)
+    if await store.pending_approvals(session_id=session.pk):
+        raise TurnBusy(WAITING)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 `TurnRunner` gathers the turn's parts (history, tools bound to the turn, the model, the
 prompt), runs the loop, and closes the record however the turn ends: finished, stopped,
-crashed, or with its session deleted under it.
+crashed, with its session deleted under it, or waiting for a person (`agent.turn.waiting`),
+from where a runner of the same run goes on once the answers are in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.hooks import TurnHooks
-from agent.turn import consolidation, live, store
+from agent.turn import consolidation, live, store, waiting
+from agent.turn.approvals import gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
@@ -43,6 +45,7 @@ from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
 from sessions_app.usage import run_usage
+from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +75,12 @@ class TurnRunner:
         conf: AgentSettings,
         run_recorded: RunRecorded,
         reply_to: Session | None = None,
+        resuming: waiting.Resumption | None = None,
         options: TurnOptions | None = None,
     ) -> None:
         self.session = session
+        # A turn that waited for a person and goes on: what it had done until then.
+        self.resuming = resuming
         self.options = options or TurnOptions()
         # Read from the record, so that a queued turn keeps to what its door asked for.
         self.allowed = tools_of(run)
@@ -87,11 +93,17 @@ class TurnRunner:
         self.emit = emit = self.live.emit
         self.model = model
         self.conf = conf
+        self.endpoint: str | None = None  # known once the model is set up
         # Each model call and tool call: saved with the messages unless AGENT_TRACE is off,
         # and exported when a collector is named.
         self.exporting = bool(conf.otel_endpoint or conf.otel_traces_endpoint)
         self.trace = TraceRecorder(run.trace) if conf.trace or self.exporting else None
-        self.log = MessageLog(session, run, self.trace if conf.trace else None)
+        self.log = MessageLog(
+            session,
+            run,
+            self.trace if conf.trace else None,
+            numbered=resuming.last_seq if resuming else 0,
+        )
         self.profile = profile_for(run.channel)
         self.owner = owner
         owner_id = owner.pk if owner else None
@@ -164,18 +176,23 @@ class TurnRunner:
         else:
             history = []
         await self.emit(ThinkingStarted(run_id=self.run_id))
-        # The user's words as stored: other tabs show them, and a page that was still
-        # loading its history when the message left gets it back. A system announcement is
-        # the model's input but no one's words: clients show it as a note.
-        role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
-        await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
+        if self.resuming is not None:
+            await waiting.announce_answers(self.resuming, self.emit)
+        else:
+            # The user's words as stored: other tabs show them, and a page that was still
+            # loading its history when the message left gets it back. A system announcement
+            # is the model's input but no one's words: clients show it as a note.
+            role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
+            await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
         task = asyncio.current_task()
         assert task is not None  # a turn is always awaited inside a task
         unwatch = watch_run(self.run.pk, task)
         try:
-            await self.log.add({"role": "user", "content": self.content}, None)
-            if self.hooks is not None:
-                await self.hooks.turn_start(self.content)
+            if self.resuming is None:
+                await self.log.add({"role": "user", "content": self.content}, None)
+                # Once a turn: one that waited for a person goes on, it does not start again.
+                if self.hooks is not None:
+                    await self.hooks.turn_start(self.content)
             outcome = await self._converse(history)
         except asyncio.CancelledError:
             unwatch()  # it must not cancel the turn a second time while it closes
@@ -242,15 +259,22 @@ class TurnRunner:
             self.ctx
         )
         llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
+        self.endpoint = llm.config.endpoint
         direct = self.allowed is False
+        skills: list[SkillEntry] = []
         system: dict[str, Any] | None
         if direct:
             # The model alone: the client's instructions are its whole system message.
             system = self._instructions_message()
             user = {"role": "user", "content": self.content}
         else:
-            system = {"role": "system", "content": await self._system_prompt(tools.names())}
-            user = context.user_message(self.content, now=timezone.localtime())
+            skills = await store.offered_skills(
+                workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
+            )
+            system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
+            # A turn that goes on after a wait keeps the clock its user's message had.
+            now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
+            user = context.user_message(self.content, now=now)
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
@@ -267,12 +291,31 @@ class TurnRunner:
             on_message=self.log.add,
             steps=self.trace,
             halt_check=TurnBudget(self.owner.pk) if self.owner is not None else None,
+            gate=None
+            if direct
+            else await gate_for(
+                conf=self.conf,
+                session=self.session,
+                owner_id=self.ctx.owner_id,
+                skill_tools=[name for skill in skills for name in skill.approve_tools],
+                profile=self.profile,
+                asks=self.options.history is None,
+            ),
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
         history = budget.repair(raw_history)
         self.history_share = (counter.messages(history), fitter.limit)
-        outcome = await self.loop.run(system, history, user)
+        if self.resuming is not None:
+            outcome = await self.loop.resume(
+                system,
+                history,
+                [user, *self.resuming.messages[1:]],
+                waiting.verdicts_of(self.resuming, self.conf),
+                done=self.resuming.done,
+            )
+        else:
+            outcome = await self.loop.run(system, history, user)
         await self.log.flush()
         return outcome
 
@@ -280,12 +323,9 @@ class TurnRunner:
         text = self.options.instructions
         return {"role": "system", "content": text} if text.strip() else None
 
-    async def _system_prompt(self, tool_names: list[str]) -> str:
+    async def _system_prompt(self, tool_names: list[str], skills: list[SkillEntry]) -> str:
         if self.profile.subagent:
             return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
-        skills = await store.offered_skills(
-            workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
-        )
         remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
         # The summary is of the stored history, which a client that sends its own does not
         # continue.
@@ -357,6 +397,8 @@ class TurnRunner:
             # after it lost the lock: saving it could interleave with the next turn's.
             messages = []
         status: str = Run.Status.CANCELLED if cancelled else outcome.status
+        if status == Run.Status.WAITING:
+            return await self._wait(outcome, messages)
         try:
             await self._finish(outcome, status, messages, cancelled=cancelled)
         except SessionDeleted:
@@ -397,6 +439,40 @@ class TurnRunner:
             error=outcome.error,
             error_kind=outcome.error_kind,
             delivered=succeeded and bool(self.delivery.said),
+            endpoint=self.endpoint,
+        )
+
+    async def _wait(self, outcome: LoopResult, messages: list[Entry]) -> TurnResult:
+        """Leave the run waiting for a person's answers, and ask every socket of the
+        session; a turn stopped meanwhile ends stopped instead."""
+        try:
+            # Its trace so far is kept with it: the turn's ending records the rest.
+            trace = self.trace.everything() if self.trace is not None and self.conf.trace else None
+            asked = await waiting.park(self.run, outcome, messages, conf=self.conf, trace=trace)
+        except SessionDeleted:
+            logger.info("the session of run %s was deleted as it began to wait", self.run_id)
+            asked = None
+        except TurnSuperseded:
+            lost = self._lost()
+            await self._finish(lost, Run.Status.FAILED, [], cancelled=False)
+            await self.emit(ThinkingFinished(run_id=self.run_id))
+            return TurnResult(self.session.key, lost.text, Run.Status.FAILED, self.run_id)
+        if asked is not None:
+            for request in asked:
+                await self.emit(request)
+        await self.emit(ThinkingFinished(run_id=self.run_id))
+        return TurnResult(
+            session_key=self.session.key,
+            text="" if asked is not None else STOPPED_TEXT,
+            status=Run.Status.WAITING if asked is not None else Run.Status.CANCELLED,
+            run_id=self.run_id,
+            iterations=outcome.iterations,
+            tools_used=outcome.tools_used,
+            usage=outcome.usage,
+            pending=[
+                {"id": request.id, "name": request.name, "arguments": request.arguments}
+                for request in asked or []
+            ],
         )
 
     async def _finish(

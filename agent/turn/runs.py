@@ -19,9 +19,10 @@ from django.contrib.auth.models import User
 from agent import failures, jobs
 from agent.conf import agent_settings
 from agent.context import compose_prompt
+from agent.turn.approvals import answer_approval, end_waiting
 from agent.turn.fanout import GroupSink, delivering
 from agent.turn.refusals import ModelNotConfigured, SessionGone, TurnError
-from agent.turn.service import run_queued
+from agent.turn.service import resume_turn, run_queued
 from agent.turn.slash import is_command
 from agent.turn.spending import check_budget
 from agent.turn.watch import announce_stop
@@ -89,6 +90,8 @@ def execute_task(run: Run, *, owner: User | None) -> None:
 
 def cancel_task(run: Run) -> Run:
     """Stop a task; wait a little for a running one to notice, wherever it runs."""
+    if run.status == Run.Status.WAITING:
+        async_to_sync(end_waiting)(reason="stopped", run_id=run.pk)
     run = services.cancel_run(run_id=run.pk)
     if run.status == Run.Status.RUNNING:
         async_to_sync(announce_stop)([run.pk])
@@ -97,6 +100,50 @@ def cancel_task(run: Run) -> Run:
         time.sleep(0.1)
         run = selectors.get_run(run_id=run.pk) or run  # gone: deleted with its session
     return run
+
+
+def approve_task(
+    run: Run, *, user: User, call_id: str, allow: bool, always: bool = False, wait: bool = True
+) -> tuple[Run, bool]:
+    """Answer the call `call_id` that the task `run` waits on (ApprovalNotFound or
+    ApprovalClosed when it does not). Once none waits any more, the turn goes on: here,
+    to its end or its next wait (`wait`), or in the worker. The task as it is then, and
+    whether the worker was handed it."""
+    answer = async_to_sync(answer_approval)(
+        owner=user, run_id=run.pk, call_id=call_id, allow=allow, always=always
+    )
+    queued = False
+    if answer.ready and wait:
+        resume_task(run.pk)
+    elif answer.ready:
+        jobs.enqueue(jobs.RESUME_RUN, str(run.pk), task_name=f"resume-{run.pk}")
+        queued = True
+    found = selectors.get_run(run_id=run.pk)
+    if found is None:  # deleted, with its session, meanwhile
+        raise SessionGone()
+    return found, queued
+
+
+def resume_task(run_id: uuid.UUID) -> str:
+    """Go on with a turn that waited for a person, in this process, to its end or its next
+    wait; how it stands then. Never raises, like `execute_task`."""
+    run = selectors.get_run(run_id=run_id)
+    if run is None:
+        return "missing"
+    try:
+        turn = delivering(resume_turn, what=f"resuming run {run_id}")
+        async_to_sync(turn)(run_id, emit=GroupSink(run.session_id))
+    except asyncio.CancelledError:
+        pass  # stopped by a cancel or /stop; the turn recorded it
+    except Exception:
+        ref = failures.log_failure(logger, "resuming task %s crashed", run_id)
+        services.fail_unfinished_run(
+            run_id=run_id,
+            text=failures.internal_error(ref),
+            error=f"internal error (reference {ref})",
+        )
+    finished = selectors.get_run(run_id=run_id)
+    return finished.status if finished is not None else "missing"
 
 
 def _session_for(user: User, key: str | None) -> Session:

@@ -2,7 +2,8 @@
 
 `run_turn` validates the message, answers slash commands, serialises turns per session and
 hands the turn to a `TurnRunner` (history, context, loop, saved messages, run record).
-`run_queued` does the same for a turn recorded earlier as a queued run (an API task).
+`run_queued` does the same for a turn recorded earlier as a queued run (an API task), and
+`resume_turn` for a turn that waited for a person, once its answers are in.
 Doors translate their protocol into one of these calls and the events back into their
 protocol; none of them holds agent logic.
 """
@@ -17,9 +18,10 @@ from uuid import UUID
 from django.contrib.auth.models import User
 
 from agent.conf import AgentSettings, agent_settings
-from agent.events import Emit, MessageEvent, discard
-from agent.turn import rewind, slash, store
-from agent.turn.locks import can_be_lost, is_running_here, session_lock, tracked
+from agent.events import Emit, MessageEvent, ModelChosen, discard
+from agent.turn import rewind, slash, store, waiting
+from agent.turn.approvals import end_waiting
+from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
@@ -37,7 +39,15 @@ from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionRef", "TurnResult", "rerun_turn", "run_queued", "run_recorded", "run_turn"]
+__all__ = [
+    "SessionRef",
+    "TurnResult",
+    "rerun_turn",
+    "resume_turn",
+    "run_queued",
+    "run_recorded",
+    "run_turn",
+]
 
 # How long a turn that got its session's lock gives the session's previous turn, still
 # open, to end: if that turn's process lives, it notices within `locks.KEEP_SECONDS` that its
@@ -97,7 +107,8 @@ async def rerun_turn(
     archived (`archived` event) and the message runs again as a new turn, in its own words
     or in `content`, its edited text.
 
-    Refused with a `TurnError` when a turn of the session is running (`rewind.TurnBusy`),
+    Refused with a `TurnError` when a turn of the session runs or waits for a person
+    (`rewind.TurnBusy`),
     when there is no such message, or it is not the user's, and when `content` breaks the
     rules of a message or is a slash command."""
     if content is not None:
@@ -106,8 +117,7 @@ async def rerun_turn(
             raise InvalidInput("an edited message cannot be a command; send the command instead")
     row = await _open(session)
     start = await rewind.starting_point(row, message_id=message_id, run_id=run_id)
-    if is_running_here(row.pk) or await store.has_running_turn(session_id=row.pk):
-        raise rewind.TurnBusy()
+    await rewind.refuse_if_busy(row)
     text = start.content if content is None else content
     try:
         return await _run(
@@ -190,6 +200,8 @@ async def _run(
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)
+            # A turn that waits for a person ends unanswered: this one comes first.
+            await end_waiting(reason="superseded", session_id=session.pk)
             if rerun_from is not None:
                 await rewind.archive_from(session, rerun_from, emit)
             if queued is None:
@@ -225,6 +237,44 @@ async def _run(
     return result
 
 
+async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | None:
+    """Go on with the turn of the waiting run `run_id`, none of whose calls waits for an
+    answer any more; events go to `emit`. None when there is nothing to go on with: it is
+    not waiting or a call still is, or another process took it first."""
+    run = await store.get_run(run_id=run_id)
+    if run is None or run.status != Run.Status.WAITING:
+        return None
+    try:
+        return await _resume(run, emit)
+    except SessionDeleted:
+        raise SessionGone() from None
+
+
+async def _resume(run: Run, emit: Emit) -> TurnResult | None:
+    conf = agent_settings()
+    async with session_lock(run.session_id, lock_dir=conf.data_dir / "locks"):
+        with tracked(run.session_id):
+            await _previous_turn_ended(run.session)
+            claimed = await store.resume_run(run_id=run.pk)
+            if claimed is None:
+                return None
+            session = claimed.session
+            runner = TurnRunner(
+                session=session,
+                owner=session.owner,
+                run=claimed,
+                content=claimed.prompt,
+                emit=emit,
+                model=claimed.model or choose_model(None, session.model, conf, key=session.key),
+                conf=conf,
+                run_recorded=run_recorded,
+                resuming=await waiting.resumption_of(claimed),
+            )
+            result = await runner()
+    await runner.consolidate_if_due()
+    return result
+
+
 async def _previous_turn_ended(session: Session) -> None:
     """Wait, a little, for the session's previous turn to end, if it is still open.
 
@@ -249,6 +299,9 @@ async def _answer(
 ) -> TurnResult:
     current = queued.pk if queued else None
     text = await slash.dispatch(command, session=session, conf=conf, current_run=current)
+    if command.name == "/model" and command.args:
+        # The other tabs of the chat (and this one's picker) show the new choice.
+        await emit(ModelChosen(model=session.model))
     await emit(MessageEvent(role="assistant", content=text))
     if queued is not None:
         await store.finish_run(run=queued, status=Run.Status.SUCCEEDED, text=text)

@@ -1,4 +1,5 @@
-"""Slash commands: `/new`, `/stop`, `/help`, `/model`. Each answers with text."""
+"""Slash commands: `/new`, `/stop`, `/help`, `/model`. Each answers with text. The page's
+model picker is `/model NAME` without the conversation: `choose_session_model`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from agent.conf import AgentSettings
+from agent.conf import AgentSettings, agent_settings
 from agent.turn import consolidation, store
+from agent.turn.approvals import end_waiting
 from agent.turn.locks import cancel_running, session_lock
-from agent.turn.refusals import TurnError, allowed_model, allowed_models_text, choose_model
+from agent.turn.refusals import (
+    InvalidInput,
+    SessionGone,
+    TurnError,
+    allowed_model,
+    allowed_models_text,
+    choose_model,
+)
 from agent.turn.watch import announce_stop
 from sessions_app.models import Session
+from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +79,7 @@ async def _help(args: str, ctx: _Context) -> str:
 async def _new(args: str, ctx: _Context) -> str:
     # Waits for a running turn to finish, so that its messages are archived with the rest.
     async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
+        await end_waiting(reason="stopped", session_id=ctx.session.pk)
         model = _current_model(ctx)
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
@@ -85,6 +96,8 @@ async def _stop(args: str, ctx: _Context) -> str:
     # This process's turns stop here, other processes' when the channel layer tells them
     # (or, should it lose the message, when they next poll their runs' flags).
     asked, running = await store.request_stop(session_id=ctx.session.pk, exclude=ctx.current_run)
+    # A turn waiting for a person runs nowhere: it ends here.
+    asked += len(await end_waiting(reason="stopped", session_id=ctx.session.pk))
     stopped = max(asked, cancel_running(ctx.session.pk))
     await announce_stop(running)
     if not stopped:
@@ -104,6 +117,29 @@ async def _model(args: str, ctx: _Context) -> str:
     if len(ctx.conf.models) < 2:
         return f"Model: {current}"
     return f"Model: {current}\nAvailable: {allowed_models_text(ctx.conf)}"
+
+
+async def choose_session_model(*, session_id: int, model: object) -> str:
+    """Store `model` as the session's choice, where `/model NAME` stores it; an id the
+    operator does not allow is refused (`InvalidInput`) and nothing is stored."""
+    if not isinstance(model, str):
+        raise InvalidInput("send the model's id as text", field="model")
+    chosen = allowed_model(model.strip(), agent_settings())
+    session = await store.get_session(session_id=session_id)
+    if session is None:
+        raise SessionGone()
+    try:
+        await store.set_session_model(session=session, model=chosen)
+    except SessionDeleted:
+        raise SessionGone() from None
+    return chosen
+
+
+def model_in_use(stored: str) -> str:
+    """The model the next turn of a session whose choice is `stored` talks to: that choice
+    while the operator still allows it, else AGENT_MODEL (as `choose_model` decides, quietly)."""
+    conf = agent_settings()
+    return stored if stored and stored in conf.models else conf.model
 
 
 def _current_model(ctx: _Context) -> str:

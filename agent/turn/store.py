@@ -20,8 +20,8 @@ from agent.turn.db import on_db
 from cron_app import selectors as job_selectors
 from cron_app import services as job_services
 from mcp_app import selectors as mcp_selectors
+from sessions_app import approvals, selectors, services
 from sessions_app import memory as memories
-from sessions_app import selectors, services
 from sessions_app.models import Session
 from skills_app import selectors as skill_selectors
 
@@ -120,6 +120,23 @@ latest_summary = on_db(memories.latest_summary)
 def more_unconsolidated_than(*, session_id: int, count: int) -> bool:
     # Looks `count` rows in, not at all of them: a session may hold a hundred thousand.
     return memories.unconsolidated(session_id=session_id)[count : count + 1].exists()
+
+
+park_run = on_db(approvals.park_run)
+answer_call = on_db(approvals.answer)
+expire_overdue = on_db(approvals.expire_overdue)
+take_runs_to_resume = on_db(approvals.take_runs_to_resume)
+resume_run = on_db(approvals.resume_run)
+cancel_waiting = on_db(approvals.cancel_waiting)
+answers_of = on_db(approvals.answers_of)
+run_messages = on_db(approvals.run_messages)
+approval_in_session = on_db(approvals.approval_in_session)
+user_approve_tools = on_db(approvals.user_approve_tools)
+
+
+@on_db
+def pending_approvals(*, session_id: int | None = None, run_id: Any = None) -> list[Any]:
+    return list(approvals.pending_approvals(session_id=session_id, run_id=run_id))
 
 
 # Hands a job (a constant of `agent.jobs`) to the worker once what the caller wrote is

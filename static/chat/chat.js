@@ -10,6 +10,8 @@ import { Composer } from "./composer.js";
 import { Attach } from "./attach.js";
 import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
+import { ModelPicker } from "./models.js";
+import { Approvals } from "./approvals.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
 import { ChatSearch } from "./search.js";
@@ -24,6 +26,8 @@ const config = {
   chatRe: new RegExp(`^(?:${data.chatPattern})$`),
   wsPrefix: data.wsPathPrefix || "/ws/chat/",
   defaultModel: data.defaultModel || "",
+  // The ids the operator lets users pick, AGENT_MODEL first (`GET /api/models`).
+  models: (data.models || "").split(",").filter(Boolean),
   loginUrl: data.loginUrl || "/accounts/login/",
   sessionsUrl: (data.sessionsUrl || "/api/sessions").replace(/\/+$/, ""),
   searchUrl: data.searchUrl || "/api/search",
@@ -81,8 +85,9 @@ const sidebar = new Sidebar({
     }
   },
   onChange: () => {
+    // The socket says what the open chat uses (history, `model` frames); the list may be older.
     const session = sidebar.find(state.chat);
-    if (session && session.model) state.model = session.model;
+    if (session && session.model && !state.model) state.model = session.model;
     updateHeader();
   },
   onError: (message) => notice(message),
@@ -123,6 +128,24 @@ new Attach(
   },
 );
 
+const picker = new ModelPicker(
+  { select: $("model-picker"), chip: $("model-chip") },
+  {
+    models: config.models,
+    onPick: (model) => {
+      if (socket.send({ type: "model", model })) return true;
+      notice("Not connected: the model was not changed. Try again in a moment.");
+      return false;
+    },
+  },
+);
+
+const approvals = new Approvals({
+  conv,
+  send: (frame) => socket.send(frame),
+  notice: (message) => notice(message),
+});
+
 const pages = new HistoryPages(
   { scroller: $("scroller"), messages: $("messages"), button: $("earlier") },
   { conv, send: (frame) => socket.send(frame), notice },
@@ -143,13 +166,22 @@ new ChatSearch(
 const frames = new Frames({
   conv,
   composer,
+  approvals,
   setRunning,
   onHistory,
+  onModel: (model) => {
+    state.model = model;
+    updateHeader();
+    scheduleSidebarRefresh();
+  },
+  onError: () => {
+    picker.forget();
+    rewind.onError();
+  },
   notice,
   refreshSoon: () => scheduleSidebarRefresh(),
   onArchived: (f) => rewind.onArchived(f),
   onEarlier: (f) => pages.onEarlier(f),
-  onError: () => rewind.onError(),
 });
 
 // ---- helpers ------------------------------------------------------------
@@ -190,6 +222,7 @@ function updateHeader() {
   const model = state.model || (session && session.model) || config.defaultModel;
   dom.model.textContent = model || "no model set";
   dom.model.title = model ? `Model: ${model}` : "No model configured";
+  picker.show(model);
   // The chat's runs so far, summed by the server (`usage` of the sessions list).
   const used = session && session.usage && session.usage.total_tokens ? formatUsage(session.usage) : "";
   dom.usage.textContent = used ? `This chat: ${used}` : "";
@@ -247,7 +280,9 @@ function setFatal(message) {
 
 function onHistory(f) {
   // (the socket has already marked the connection open)
+  picker.forget(); // a pick sent on an earlier connection was taken or not: history says
   if (f.model) state.model = f.model;
+  approvals.clear();
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
   pages.onHistory(f);
@@ -313,6 +348,7 @@ function switchChat(chat, { push = true, at = null } = {}) {
   state.outbox = [];
   state.model = "";
   frames.reset();
+  approvals.clear();
   pages.reset();
   rewind.closeEditor();
   if (at) pages.seek(at);

@@ -7,9 +7,10 @@ const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking
 
 export class Frames {
   /**
-   * page: {conv, composer, setRunning(running, runId), onHistory(frame), notice(message),
+   * page: {conv, composer, approvals, setRunning(running, runId), onHistory(frame),
+   *        onModel(id) (the chat's model changed), onError(frame), notice(message),
    *        refreshSoon() (the chat list may have changed), onArchived(frame) (messages left
-   *        the conversation), onEarlier(frame) (older messages came), onError(frame)}
+   *        the conversation), onEarlier(frame) (older messages came)}
    */
   constructor(page) {
     this.page = page;
@@ -57,9 +58,12 @@ export class Frames {
       case "message":
         this.message(f);
         break;
+      case "model":
+        if (f.model) this.page.onModel(String(f.model));
+        break;
       case "error":
-        if (f.refused) this.restoreRefused();
         this.page.onError(f);
+        if (f.refused) this.restoreRefused();
         notice(contentText(f.message) || "Something went wrong.");
         break;
       case "archived":
@@ -73,6 +77,12 @@ export class Frames {
         break;
       case "subagent_completed":
         conv.addSystem(`Sub-agent ${label(f)} finished${f.status ? ` (${f.status})` : ""}.`, "subagent");
+        break;
+      case "approval_request":
+        this.page.approvals.request(f);
+        break;
+      case "approval_resolved":
+        this.page.approvals.resolved(f);
         break;
       case "cron_executed":
         conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");

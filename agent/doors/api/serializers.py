@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
+from agent import tool_patterns
 from agent.conf import agent_settings
 from agent.context import compose_prompt
 from agent.turn import (
@@ -20,7 +21,7 @@ from agent.turn import (
     unknown_tools,
     validate_content,
 )
-from sessions_app import keys
+from sessions_app import approvals, keys
 from sessions_app.models import Message, Run, Session
 from sessions_app.usage import run_usage, session_usage
 
@@ -41,11 +42,32 @@ class UsageOut(serializers.Serializer):
 
 
 class SessionOut(serializers.ModelSerializer):
+    approve_tools = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Tools that wait for your yes in this session, besides AGENT_APPROVE_TOOLS, "
+        "yours (`/api/approvals`) and the skills'.",
+    )
+    allowed_tools = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='Tools answered "always" in this session: they no longer wait here.',
+    )
+
     usage = serializers.SerializerMethodField()
 
     class Meta:
         model = Session
-        fields = ["key", "channel", "chat_id", "title", "model", "created", "updated", "usage"]
+        fields = [
+            "key",
+            "channel",
+            "chat_id",
+            "title",
+            "model",
+            "approve_tools",
+            "allowed_tools",
+            "created",
+            "updated",
+            "usage",
+        ]
 
     @extend_schema_field(UsageOut)
     def get_usage(self, session: Session) -> dict[str, Any]:
@@ -57,8 +79,29 @@ class SessionOut(serializers.ModelSerializer):
         return known[session.pk]
 
 
+class ToolPatternsField(serializers.ListField):
+    """Tool names or globs (`exec`, `mcp_*`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.CharField(trim_whitespace=False), **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        problems = tool_patterns.problems(data)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return list(dict.fromkeys(super().to_internal_value(data)))
+
+
 class SessionUpdateIn(serializers.Serializer):
     title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    approve_tools = ToolPatternsField(
+        required=False, help_text="The tools that wait for your yes in this session."
+    )
+    allowed_tools = ToolPatternsField(
+        required=False,
+        help_text='The tools answered "always" here, fewer of them: a tool is allowed '
+        "by answering a call of it with `always`, never here.",
+    )
 
 
 class MessageOut(serializers.ModelSerializer):
@@ -218,6 +261,12 @@ class TokensOut(serializers.Serializer):
     total_tokens = serializers.IntegerField()
 
 
+class PendingCallOut(serializers.Serializer):
+    id = serializers.CharField(source="call_id", help_text="The tool call's id.")
+    name = serializers.CharField()
+    arguments = serializers.JSONField()
+
+
 class TraceStepOut(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["model", "tool"])
     name = serializers.CharField(help_text="The model id, or the tool's name.")
@@ -240,6 +289,10 @@ class TaskOut(serializers.ModelSerializer):
     session = serializers.CharField(source="session.key")
     tools_used = serializers.ListField(child=serializers.CharField())
     usage = serializers.SerializerMethodField()
+    pending = serializers.SerializerMethodField(
+        help_text="With status `waiting`: the tool calls that wait for your answer "
+        "(`POST /api/tasks/{id}/approve`)."
+    )
     trace = serializers.SerializerMethodField()
 
     class Meta:
@@ -257,6 +310,7 @@ class TaskOut(serializers.ModelSerializer):
             "trace",
             "model",
             "tools",
+            "pending",
             "created",
             "finished",
         ]
@@ -267,6 +321,12 @@ class TaskOut(serializers.ModelSerializer):
             }
         }
 
+    @extend_schema_field(PendingCallOut(many=True))
+    def get_pending(self, run: Run) -> list[dict[str, Any]]:
+        if run.status != Run.Status.WAITING:
+            return []
+        return list(PendingCallOut(approvals.pending_approvals(run_id=run.pk), many=True).data)
+
     @extend_schema_field(UsageOut)
     def get_usage(self, run: Run) -> dict[str, Any]:
         return run_usage(run)
@@ -274,6 +334,20 @@ class TaskOut(serializers.ModelSerializer):
     @extend_schema_field(TraceStepOut(many=True))
     def get_trace(self, run: Run) -> list[dict[str, Any]]:
         return run_trace(run)
+
+
+class ApproveIn(serializers.Serializer):
+    call_id = StrictCharField(max_length=128, help_text="The id of a call the task waits on.")
+    allow = serializers.BooleanField(help_text="Whether the call may run.")
+    always = serializers.BooleanField(
+        default=False,
+        help_text="With `allow`: the tool no longer waits in this task's session.",
+    )
+    wait = serializers.BooleanField(
+        default=True,
+        help_text="Once no call waits any more, go on with the task here and answer when it "
+        "ends (or waits again); false: the worker goes on with it (202).",
+    )
 
 
 class ToolOut(serializers.Serializer):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -53,8 +54,22 @@ class SessionDetail(APIView):
         session = owned_session(request, key)
         data = SessionUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
-        if "title" in data.validated_data:
-            services.rename_session(session=session, title=data.validated_data["title"])
+        fields = data.validated_data
+        allowed = fields.get("allowed_tools")
+        if allowed is not None and not set(allowed) <= set(session.allowed_tools):
+            raise ValidationError(
+                {
+                    "allowed_tools": [
+                        "a tool is allowed in a session by answering one of its calls with "
+                        '"always"; here you may only take tools off the list'
+                    ]
+                }
+            )
+        if "title" in fields:
+            services.rename_session(session=session, title=fields["title"])
+        services.set_session_tools(
+            session=session, approve_tools=fields.get("approve_tools"), allowed_tools=allowed
+        )
         return Response(SessionOut(session).data)
 
     @extend_schema(

@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from agent.conf import agent_settings
 from agent.doors.api.prompt_file_views import UNUSABLE, FolderUnusable, own_folder, removing
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
+from agent.doors.api.serializers import ToolPatternsField
 from skills_app import selectors, services
 from skills_app.models import Skill
 from skills_app.selectors import OPERATOR, SOURCES, YOURS, ListedSkill
@@ -51,6 +52,11 @@ class SkillOut(serializers.Serializer):
     content = serializers.CharField()
     always = serializers.BooleanField()
     enabled = serializers.BooleanField()
+    approve_tools = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Tools that wait for a person's yes while the skill is offered (a file "
+        "says so in its frontmatter, `approve_tools: [exec]`).",
+    )
     created = serializers.DateTimeField(allow_null=True, help_text="Null for a file.")
     updated = serializers.DateTimeField(
         allow_null=True, help_text="For a file, when it was last changed."
@@ -72,9 +78,14 @@ class SkillOut(serializers.Serializer):
 
 
 class SkillIn(serializers.ModelSerializer):
+    approve_tools = ToolPatternsField(
+        required=False,
+        help_text="Tools that wait for a person's yes while the skill is offered.",
+    )
+
     class Meta:
         model = Skill
-        fields = ["name", "description", "content", "always", "enabled"]
+        fields = ["name", "description", "content", "always", "enabled", "approve_tools"]
 
 
 _SOURCE = OpenApiParameter(

@@ -1,5 +1,6 @@
 """The REST endpoints of tasks: run the agent on a prompt (now or queued for the worker),
-read a task, cancel it. A task is a turn recorded as a run, which the turn service runs."""
+read a task, cancel it, answer the tool calls it waits on. A task is a turn recorded as a
+run, which the turn service runs."""
 
 from __future__ import annotations
 
@@ -7,15 +8,24 @@ from typing import Any
 from uuid import UUID
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from agent.doors.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED
-from agent.doors.api.serializers import TaskIn, TaskOut
-from agent.turn import cancel_task, submit_task, take_turn_slot
+from agent.doors.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED, ErrorOut
+from agent.doors.api.serializers import ApproveIn, TaskIn, TaskOut
+from agent.turn import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    approve_task,
+    cancel_task,
+    submit_task,
+    take_turn_slot,
+)
 from sessions_app import selectors
 from sessions_app.models import Run
 
@@ -76,3 +86,48 @@ class TaskCancel(APIView):
     @extend_schema(request=None, responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
     def post(self, request: Request, task_id: UUID) -> Response:
         return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
+
+
+class Answered(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "answered"
+
+
+class TaskApprove(APIView):
+    @extend_schema(
+        request=ApproveIn,
+        responses={
+            200: TaskOut,
+            202: TaskOut,
+            **INVALID,
+            **AUTH_ERRORS,
+            404: OpenApiResponse(ErrorOut, description="No such task of yours, or no such call."),
+            409: OpenApiResponse(
+                ErrorOut,
+                description="The call was answered already, or the task no longer waits.",
+            ),
+        },
+        description="Answer a tool call the task waits on (its `pending`): allow it or not; "
+        "`always` allows its tool for the rest of the task's session. Once no call waits any "
+        "more the task goes on: with `wait` (the default) the answer is the task when it "
+        "ends, or waits again; without, the worker goes on with it (202).",
+    )
+    def post(self, request: Request, task_id: UUID) -> Response:
+        run = owned_run(request, task_id)
+        data = ApproveIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        try:
+            task, queued = approve_task(
+                run,
+                user=request.user,
+                call_id=fields["call_id"],
+                allow=fields["allow"],
+                always=fields["always"],
+                wait=fields["wait"],
+            )
+        except ApprovalNotFound as exc:
+            raise NotFound(str(exc)) from None
+        except ApprovalClosed as exc:
+            raise Answered(str(exc)) from None
+        return Response(TaskOut(task).data, status=202 if queued else 200)

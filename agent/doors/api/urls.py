@@ -10,6 +10,7 @@ from django.urls import URLPattern, path, re_path
 from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from agent.doors.api import (
+    approval_views,
     cron_job_views,
     mcp_server_views,
     memory_views,
@@ -38,6 +39,8 @@ urlpatterns = [
     *route("tasks", task_views.TaskCreate.as_view(), "task-create"),
     *route("tasks/<uuid:task_id>", task_views.TaskDetail.as_view(), "task-detail"),
     *route("tasks/<uuid:task_id>/cancel", task_views.TaskCancel.as_view(), "task-cancel"),
+    *route("tasks/<uuid:task_id>/approve", task_views.TaskApprove.as_view(), "task-approve"),
+    *route("approvals", approval_views.Approvals.as_view(), "approvals"),
     *route("sessions", session_views.SessionList.as_view(), "session-list"),
     *route("sessions/<session_key:key>", session_views.SessionDetail.as_view(), "session-detail"),
     *route(

@@ -1,20 +1,34 @@
-"""`manage.py agent`: talk to the agent from a terminal, one message or interactively."""
+"""`manage.py agent`: talk to the agent from a terminal, one message or interactively.
+
+A tool call that waits for a person (`AGENT_APPROVE_TOOLS`) is asked about on the terminal
+in a chat; with `-m` there is no one to ask, so it is declined unless `--yes` allows it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
+from uuid import UUID
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.checks import require_settings
 from agent.conf import agent_settings
-from agent.doors.terminal import PlainPrinter, RichPrinter
+from agent.doors.terminal import PlainPrinter, RichPrinter, ask_approval, tool_hint
+from agent.events import Emit
 from agent.management.accounts import account
-from agent.turn import SessionRef, TurnError, allowed_model, run_turn
+from agent.turn import (
+    SessionRef,
+    TurnError,
+    TurnResult,
+    allowed_model,
+    answer_approval,
+    resume_turn,
+    run_turn,
+)
 from agentsite.database import migrate_embedded
 
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
@@ -40,6 +54,12 @@ class Command(BaseCommand):
             default=None,
             help="the account to work as, in its own folder (default: the first superuser)",
         )
+        parser.add_argument(
+            "--yes",
+            action="store_true",
+            help="allow the tool calls that wait for approval (AGENT_APPROVE_TOOLS) without "
+            "asking; with -m they are declined otherwise",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["model"]:
@@ -61,6 +81,7 @@ class Command(BaseCommand):
         session = SessionRef(options["session"], owner=account(options["user"]))
         # One runner for the whole command: litellm's HTTP clients stay bound to one loop,
         # and Ctrl-C during a turn cancels that turn (recorded as cancelled), not the program.
+        self.yes = bool(options["yes"])
         with asyncio.Runner() as runner:
             if options["message"] is not None:
                 self._one_shot(runner, options["message"], session, options["model"])
@@ -75,13 +96,16 @@ class Command(BaseCommand):
             result = runner.run(
                 run_turn(session, message, channel=CHANNEL, emit=printer, model=model)
             )
+            result = self._answer(runner, result, session, printer, self._without_asking)
         except TurnError as exc:
             raise CommandError(str(exc), returncode=2) from None
         except (KeyboardInterrupt, asyncio.CancelledError):
             # Ctrl-C here, or a /stop (or a delete of the session) from elsewhere.
             raise CommandError("stopped", returncode=130) from None
+        printer.finish(succeeded=result.success)
         if not result.success:
-            raise CommandError(result.text, returncode=1)
+            # Said once, on stderr: stdout has only what the agent answered.
+            raise CommandError(failure_line(result), returncode=1)
         if not printer.streamed:
             self.stdout.write(result.text)
 
@@ -109,8 +133,13 @@ class Command(BaseCommand):
                 continue
             _save_history(history)
             printer = RichPrinter(console)
+            ask = self._without_asking if self.yes else ask_approval
             try:
-                runner.run(run_turn(session, line, channel=CHANNEL, emit=printer, model=model))
+                result = runner.run(
+                    run_turn(session, line, channel=CHANNEL, emit=printer, model=model)
+                )
+                printer.close()
+                self._answer(runner, result, session, printer, ask)
             except TurnError as exc:
                 console.print(str(exc), style="red", markup=False, highlight=False)
                 continue
@@ -119,6 +148,55 @@ class Command(BaseCommand):
                 continue
             finally:
                 printer.close()
+
+    def _answer(
+        self,
+        runner: asyncio.Runner,
+        result: TurnResult,
+        session: SessionRef,
+        printer: Emit,
+        ask: Callable[[dict[str, Any]], tuple[bool, bool]],
+    ) -> TurnResult:
+        """Answer the calls the turn waits on, as `ask` says, and go on with it, until it
+        ends without waiting."""
+        while result.status == "waiting" and result.run_id is not None:
+            run_id = UUID(result.run_id)
+            for call in result.pending:
+                allow, always = ask(call)
+                try:
+                    runner.run(
+                        answer_approval(
+                            owner=session.owner,
+                            run_id=run_id,
+                            call_id=call["id"],
+                            allow=allow,
+                            always=always,
+                        )
+                    )
+                except TurnError as exc:  # its time ran out meanwhile, say
+                    self.stderr.write(f"  {exc}")
+            resumed = runner.run(resume_turn(run_id, emit=printer))
+            if resumed is None:
+                self.stderr.write("  the turn goes on elsewhere (its calls were answered there)")
+                break
+            result = resumed
+        return result
+
+    def _without_asking(self, call: dict[str, Any]) -> tuple[bool, bool]:
+        """A call that waits for approval where no one is asked: allowed with --yes."""
+        hint = tool_hint(call["name"], call["arguments"])
+        verdict = "allowed (--yes)" if self.yes else "declined: give --yes to allow it"
+        self.stderr.write(f"  ? {hint} waits for approval: {verdict}")
+        return self.yes, False
+
+
+def failure_line(result: TurnResult) -> str:
+    """How the turn failed, in one line; one that could not reach the model names the server
+    it tried, which the operator at this terminal may well have mistyped."""
+    text = " ".join(result.text.split())
+    if result.error_kind == "transient" and result.endpoint:
+        return f"{text} (tried {result.endpoint})"
+    return text
 
 
 def _load_history(path: Path) -> None:

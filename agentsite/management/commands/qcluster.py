@@ -1,5 +1,6 @@
 """`manage.py qcluster`: django-q2's worker, with the cron dispatcher (`cron_app.dispatch`)
-beside it.
+beside it, which also lets the tool calls that waited for a person past their time count as
+declined and queues their turns to go on (`settle_approvals`).
 
 Before it starts: one line, not a traceback, on an unmigrated database (each of its processes
 would otherwise log one every time it looked for work in the missing tables) or on settings
@@ -23,7 +24,7 @@ from agent import turn
 from agent.checks import BriefChecks
 from agent.conf import agent_settings
 from agent.doors import cluster as graceful
-from agent.job_functions import ensure_schedules, fail_dead_runs
+from agent.job_functions import ensure_schedules, fail_dead_runs, settle_approvals
 from agent.llm.client import needs_litellm
 from agent.llm.litellm_adapter import load
 from agentsite.database import require_migrated
@@ -76,7 +77,11 @@ class Command(BriefChecks, qcluster.Command):
         # dispatcher opens is inherited; until a signal or the cluster's end.
         sentinel = cluster.sentinel
         if sentinel is not None:
-            Dispatcher().run(stopped=lambda: bool(signalled) or not sentinel.is_alive())
+            # Beside the cron jobs, the calls that waited for a person past their time; the
+            # sockets hear of those as they hear of the workers' events.
+            turn.write_through_database()
+            dispatcher = Dispatcher(chores=[settle_approvals])
+            dispatcher.run(stopped=lambda: bool(signalled) or not sentinel.is_alive())
         handed_back = graceful.stop(
             cluster, stopping, signalled=signalled[0] if signalled else time.monotonic()
         )

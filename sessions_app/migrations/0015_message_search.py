@@ -28,7 +28,7 @@ def drop_index(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0013_user_budgets'),
+        ('sessions_app', '0014_approvals'),
     ]
 
     operations = [

@@ -1,0 +1,91 @@
+"""`/api/approvals`: the tools that wait for your yes before they run, and the calls that
+wait for it now.
+
+Which tools wait: the operator's (`AGENT_APPROVE_TOOLS`), those the skills your prompt
+offers name, yours (changed here) and each session's (`PATCH /api/sessions/<key>`), less
+those a session was told "always" for. The calls that wait are answered through their
+task (`POST /api/tasks/<id>/approve`) or the chat's socket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agent.conf import agent_settings
+from agent.doors.api.prompt_file_views import FolderUnusable, own_folder
+from agent.doors.api.schema import AUTH_ERRORS, INVALID
+from agent.doors.api.serializers import ToolPatternsField
+from sessions_app import approvals
+from skills_app import selectors as skill_selectors
+
+
+class WaitingCallOut(serializers.Serializer):
+    id = serializers.CharField(source="call_id", help_text="The tool call's id.")
+    task = serializers.UUIDField(source="run_id", help_text="The task (run) that waits.")
+    session = serializers.CharField(source="run.session.key")
+    name = serializers.CharField()
+    arguments = serializers.JSONField()
+    created = serializers.DateTimeField()
+    deadline = serializers.DateTimeField(help_text="When it counts as declined, unanswered.")
+
+
+class ApprovalsOut(serializers.Serializer):
+    approve_tools = serializers.ListField(
+        child=serializers.CharField(), help_text="Yours: they wait in all your sessions."
+    )
+    operator = serializers.ListField(
+        child=serializers.CharField(), help_text="AGENT_APPROVE_TOOLS, for everyone."
+    )
+    skills = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="What each skill your prompt offers adds, by its name.",
+    )
+    pending = WaitingCallOut(many=True, help_text="The calls that wait for your answer now.")
+
+
+class ApprovalsIn(serializers.Serializer):
+    approve_tools = ToolPatternsField(
+        help_text='Tool names or globs that wait for your yes, e.g. ["exec", "mcp_*"].'
+    )
+
+
+class Approvals(APIView):
+    @extend_schema(responses={200: ApprovalsOut, **AUTH_ERRORS})
+    def get(self, request: Request) -> Response:
+        return Response(ApprovalsOut(self._state(request)).data)
+
+    @extend_schema(request=ApprovalsIn, responses={200: ApprovalsOut, **INVALID, **AUTH_ERRORS})
+    def put(self, request: Request) -> Response:
+        data = ApprovalsIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        approvals.set_user_approve_tools(
+            user=request.user, tools=data.validated_data["approve_tools"]
+        )
+        return Response(ApprovalsOut(self._state(request)).data)
+
+    @extend_schema(request=ApprovalsIn, responses={200: ApprovalsOut, **INVALID, **AUTH_ERRORS})
+    def patch(self, request: Request) -> Response:
+        return self.put(request)
+
+    def _state(self, request: Request) -> dict[str, Any]:
+        conf = agent_settings()
+        try:
+            folder = own_folder(request.user)
+        except FolderUnusable:
+            folder = None  # your own skills are left out, as your prompt leaves them
+        offered = skill_selectors.offered_skills(
+            workspace=conf.workspace, environment=conf.exec_env, folder=folder
+        )
+        return {
+            "approve_tools": approvals.user_approve_tools(user_id=request.user.pk),
+            "operator": list(conf.approve_tools),
+            "skills": {
+                skill.name: list(skill.approve_tools) for skill in offered if skill.approve_tools
+            },
+            "pending": approvals.pending_approvals(owner=request.user),
+        }
