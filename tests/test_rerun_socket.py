@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from sessions_app.models import Message
+from sessions_app.models import Approval, Message
 from tests.llm_server import ScriptedLLM
 from tests.ws import open_chat, receive_until
 
@@ -253,4 +253,26 @@ async def test_older_messages_come_a_page_at_a_time(token: str) -> None:
         {"type": "earlier", "before": ids[5], "to": "x"},
     ):
         assert '"type": "earlier"' in await refused(socket, bad)
+    await socket.disconnect()
+
+
+async def test_refused_while_a_turn_waits_for_an_answer(
+    llm: ScriptedLLM, token: str, settings: Any
+) -> None:
+    settings.AGENT_APPROVE_TOOLS = ["write_file"]
+    socket = await two_turns(llm, token, "waiting")
+    llm.tool_call("write_file", {"path": "a.txt", "content": "A"}).reply("Written.")
+    await socket.send_json_to({"type": "message", "content": "write a.txt"})
+    await receive_until(socket, "approval_request")
+    await receive_until(socket, "thinking_finished")
+    assert "waits for your answer" in await refused(socket, {"type": "regenerate"})
+    # Answered, the turn goes on and ends; then the reply may be regenerated.
+    request = await sync_to_async(Approval.objects.get)()
+    await socket.send_json_to({"type": "approve", "id": request.call_id, "allow": False})
+    await receive_until(socket, "message", role="assistant")
+    llm.reply("Not written, as you said.")
+    await socket.send_json_to({"type": "regenerate"})
+    frames = await receive_until(socket, "message", role="assistant")
+    assert frames[-1]["content"] == "Not written, as you said."
+    assert not any(archived for *_, archived in (await stored("waiting"))[:4])
     await socket.disconnect()
