@@ -4,6 +4,7 @@ without it, and whatever cannot be done is refused with an error frame."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -276,3 +277,31 @@ async def test_refused_while_a_turn_waits_for_an_answer(
     assert frames[-1]["content"] == "Not written, as you said."
     assert not any(archived for *_, archived in (await stored("waiting"))[:4])
     await socket.disconnect()
+
+
+async def test_two_regenerations_at_once_make_one(llm: ScriptedLLM, token: str) -> None:
+    socket = await two_turns(llm, token, "twice")
+    other, _ = await open_chat("twice", token)
+    llm.reply("Madrid.")
+    llm.reply("Barcelona?")
+    await socket.send_json_to({"type": "regenerate"})
+    await other.send_json_to({"type": "regenerate"})
+    # Every tab sees the one regeneration's reply; one of them is told why the other was
+    # not made (a turn was running, or the conversation had changed: it waited for it).
+    seen = await receive_until(socket, "message", role="assistant")
+    errors = [frame["message"] for frame in seen if frame["type"] == "error"]
+    for _ in range(100):
+        for tab in (socket, other):
+            while not tab.output_queue.empty():
+                frame = await tab.receive_json_from()
+                if frame["type"] == "error":
+                    errors.append(frame["message"])
+        if errors:
+            break
+        await asyncio.sleep(0.1)
+    assert len(errors) == 1 and ("meanwhile" in errors[0] or "being written" in errors[0])
+    live = [(role, content) for role, content, archived in await stored("twice") if not archived]
+    assert live[2:] == [("user", "and of Spain?"), ("assistant", "Madrid.")]
+    assert llm.pending == 1  # the model was asked once
+    await socket.disconnect()
+    await other.disconnect()

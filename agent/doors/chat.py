@@ -270,14 +270,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(frame.to_dict())
 
     async def _rerun(self, request: chat_frames.RerunRequest) -> None:
-        """Run the conversation again from a message of the user's: refused while a turn of
-        this socket's is running or waiting, and otherwise counted as any turn is."""
-        if self.pending:
-            await self._error(
-                "a reply is being written in this chat: wait for it to finish, or stop it, "
-                "then try again"
-            )
-            return
+        """Run the conversation again from a message of the user's, counted as any turn is
+        (`rerun_turn` refuses it while a turn of the chat runs or waits)."""
         if not await self._admit():
             return
         ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)

@@ -16,7 +16,6 @@ from uuid import UUID
 
 from agent.events import Archived, Emit
 from agent.turn import store
-from agent.turn.locks import is_running_here
 from agent.turn.refusals import InvalidInput, TurnError
 from agent.turn.subagents import SYSTEM_CHANNEL
 from sessions_app.models import Message, Session
@@ -25,6 +24,10 @@ RUNNING = "a reply is being written in this chat: wait for it to finish, or stop
 WAITING = (
     "a turn of this chat waits for your answer about a tool call: answer it, or stop it, "
     "then try again"
+)
+CHANGED = (
+    "this conversation changed meanwhile (another edit, regeneration or message came first): "
+    "look at it again and retry"
 )
 
 
@@ -37,8 +40,12 @@ class TurnBusy(TurnError):
 
 
 async def refuse_if_busy(session: Session) -> None:
-    """`TurnBusy` if a turn of the session runs (in any process) or waits for a person."""
-    if is_running_here(session.pk) or await store.has_running_turn(session_id=session.pk):
+    """`TurnBusy` if a turn of the session runs (in any process) or waits for a person.
+
+    A turn whose record is closed is over, though its task may still be tidying up (its
+    hooks, its place in the queue for consolidation): the rerun waits for it, briefly, on
+    the session's lock."""
+    if await store.has_running_turn(session_id=session.pk):
         raise TurnBusy(RUNNING)
     if await store.pending_approvals(session_id=session.pk):
         raise TurnBusy(WAITING)
@@ -46,11 +53,13 @@ async def refuse_if_busy(session: Session) -> None:
 
 @dataclass(frozen=True, slots=True)
 class RerunFrom:
-    """The user's message a conversation runs again from."""
+    """The user's message a conversation runs again from; `latest`: chosen as the user's
+    latest (a regeneration), which it must still be when it runs."""
 
     message_id: int
     run_id: str | None
     content: str
+    latest: bool = False
 
 
 async def starting_point(
@@ -73,6 +82,7 @@ async def starting_point(
         message_id=message.pk,
         run_id=str(message.run_id) if message.run_id else None,
         content=message.content or "",
+        latest=message_id is None and run_id is None,
     )
 
 
@@ -84,8 +94,13 @@ def _is_report(message: Message) -> bool:
 async def archive_from(session: Session, start: RerunFrom, emit: Emit) -> None:
     """Archive `start`'s message and every one after it, and tell the session's clients;
     called under the session's lock. Refused if the message left the conversation since it
-    was chosen (another tab edited it, or regenerated, first)."""
+    was chosen (another tab edited it, or regenerated, first), and a regeneration if a
+    message of the user's came after it meanwhile."""
+    if start.latest:
+        latest = await store.rerun_start(session=session)
+        if latest is not None and latest.pk != start.message_id:
+            raise InvalidInput(CHANGED)
     count = await store.archive_from(session=session, message_id=start.message_id)
     if not count:
-        raise InvalidInput("this message was archived meanwhile, by another edit or regeneration")
+        raise InvalidInput(CHANGED)
     await emit(Archived(id=start.message_id, count=count, run_id=start.run_id))
