@@ -1,8 +1,8 @@
 // The chat page: wires the socket, the frames, the conversation, the composer and the sidebar
-// together; keeps the header, the connection badge and the outbox, and routes between chats.
+// together; keeps the header and the outbox, and routes between chats.
 // Template values come from data-* attributes on <body> (see templates/chat.html).
 
-import { el, icon, newChatId, formatUsage } from "./util.js";
+import { newChatId, formatUsage } from "./util.js";
 import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
@@ -15,6 +15,7 @@ import { Approvals } from "./approvals.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
 import { ChatSearch } from "./search.js";
+import { ConnectionBadge, Notices } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
@@ -38,19 +39,20 @@ const dom = {
   title: $("chat-title"),
   model: $("model-name"),
   usage: $("chat-usage"),
-  conn: $("conn-status"),
-  notices: $("notices"),
   fatal: $("fatal"),
 };
 
 const state = {
   chat: "",
-  connectingTimer: 0,
   model: "",
   refreshTimer: 0,
   outbox: [], // messages written while the socket was (re)connecting; sent on `history`
   outboxNotice: null,
 };
+
+const badge = new ConnectionBadge($("conn-status"));
+const notices = new Notices($("notices"), () => composer.focus());
+const notice = (message, kind) => notices.show(message, kind);
 
 const conv = new Conversation({
   scroller: $("scroller"),
@@ -96,7 +98,7 @@ const sidebar = new Sidebar({
 const socket = new ChatSocket({
   prefix: config.wsPrefix,
   onFrame: (frame) => frames.handle(frame),
-  onStatus: (status) => setConn(status),
+  onStatus: (status) => badge.set(status),
   onFatal: (message) => setFatal(message),
   onLoginLost: () => goLogin(),
   onFailing: () => {
@@ -151,7 +153,18 @@ const pages = new HistoryPages(
   { conv, send: (frame) => socket.send(frame), notice },
 );
 
-const rewind = new Rewind({ messages: $("messages") }, { conv, send: (frame) => socket.send(frame), notice });
+const rewind = new Rewind(
+  { messages: $("messages") },
+  {
+    conv,
+    send: (frame) => socket.send(frame),
+    notice,
+    resync: () => {
+      socket.close();
+      socket.open(state.chat);
+    },
+  },
+);
 
 new ChatSearch(
   { input: $("search"), results: $("search-results"), list: $("search-list"), empty: $("search-empty"), sessions: $("session-nav") },
@@ -202,18 +215,6 @@ function chatFromPath() {
   return config.chatRe.test(chat) ? chat : "";
 }
 
-function notice(message, kind = "error") {
-  const close = el("button", { type: "button", class: "icon-btn notice-close", "aria-label": "Dismiss" }, icon("close"));
-  const node = el("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, el("span", { class: "notice-text", text: message }), close);
-  close.addEventListener("click", () => {
-    node.remove();
-    composer.focus();
-  });
-  dom.notices.append(node);
-  while (dom.notices.childElementCount > 3) dom.notices.firstElementChild.remove();
-  return node;
-}
-
 function updateHeader() {
   const session = sidebar.find(state.chat);
   const title = (session && session.title) || (session ? "Untitled chat" : "New chat");
@@ -242,24 +243,7 @@ function onApiError(error) {
   else notice(`Could not load your chats: ${error && error.message ? error.message : error}`);
 }
 
-// ---- connection status --------------------------------------------------
-
-function setConn(status) {
-  clearTimeout(state.connectingTimer);
-  dom.conn.dataset.state = status;
-  if (status === "open") {
-    dom.conn.hidden = true;
-  } else if (status === "connecting") {
-    // Only show "Connecting…" if it takes a moment.
-    state.connectingTimer = setTimeout(() => {
-      dom.conn.textContent = "Connecting…";
-      dom.conn.hidden = false;
-    }, 800);
-  } else {
-    dom.conn.textContent = navigator.onLine === false ? "Offline · reconnecting…" : "Reconnecting…";
-    dom.conn.hidden = false;
-  }
-}
+// ---- running, and a chat that is gone ------------------------------------
 
 function setRunning(running, runId) {
   conv.setRunning(running, runId);
@@ -272,8 +256,7 @@ function setFatal(message) {
   dom.fatal.textContent = message;
   dom.fatal.hidden = false;
   composer.lock();
-  clearTimeout(state.connectingTimer);
-  dom.conn.hidden = true;
+  badge.hide();
 }
 
 // ---- the history of a chat, on (re)connecting ----------------------------

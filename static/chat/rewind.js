@@ -8,7 +8,8 @@ import { el, icon } from "./util.js";
 
 export class Rewind {
   /**
-   * dom: {messages}; options: {conv, send(frame) → bool, notice(message, kind)}
+   * dom: {messages}; options: {conv, send(frame) → bool, notice(message, kind),
+   *        resync() (load the conversation afresh)}
    */
   constructor(dom, options) {
     this.dom = dom;
@@ -147,8 +148,9 @@ export class Rewind {
       this.closeEditor();
     }
     if (!first) {
-      // Older than anything shown here: all of it went.
-      this.o.conv.clear();
+      // Older than anything shown here (all of that went), or a bubble this tab never got:
+      // the server's account is the one to show.
+      this.o.resync();
       return;
     }
     while (first.nextSibling) first.nextSibling.remove();
