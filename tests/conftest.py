@@ -22,6 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 LOGIN = ("tester", "tester-pass-123")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that drive Chromium are marked `browser`: those of the `*browser*` modules, and
+    those that ask for a page of the browser (`test_browser.page`, `test_csp.page`)."""
+    for item in items:
+        module = item.path.name
+        if "browser" in module or (module == "test_csp.py" and "page" in item.fixturenames):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _close_worker_thread_connections(django_db_setup: None) -> Iterator[None]:
     """Async tests reach the database from asgiref's worker thread (and, on PostgreSQL,
