@@ -100,7 +100,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=10)
-    print(f"wrote {args.out}")
+    sys.stdout.write(f"wrote {args.out}\n")
 
 
 if __name__ == "__main__":
