@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import LOGIN, login_token, manage
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +83,7 @@ def door(site_env: dict[str, str], request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def token(door: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 @pytest.fixture
