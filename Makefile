@@ -34,8 +34,8 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/deptry .
-	@# tests/ and bench/ may import the dev group too, and need not use every dependency.
-	$(VENV)/bin/deptry tests bench --exclude '\.venv' --ignore DEP002,DEP004
+	@# tests/, bench/ and scripts/ may import the dev group too, and need not use every dependency.
+	$(VENV)/bin/deptry tests bench scripts --exclude '\.venv' --ignore DEP002,DEP004
 
 typecheck: install
 	$(VENV)/bin/mypy

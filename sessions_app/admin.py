@@ -258,7 +258,9 @@ class RunAdmin(admin.ModelAdmin):
         took = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         return super().get_queryset(request).annotate(_took=took)
 
-    @admin.display(ordering="_took", description="duration")
+    # Runs not yet finished have no duration: first when the shortest come first, last when
+    # the longest do, on every database (PostgreSQL would put them first both ways).
+    @admin.display(ordering=F("_took").asc(nulls_first=True), description="duration")
     def took(self, obj: Run) -> str | None:
         return between(obj.started, obj.finished)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import sqlite3
@@ -20,6 +21,15 @@ from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGIN = ("tester", "tester-pass-123")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that drive Chromium are marked `browser`: those of the `*browser*` modules, and
+    those that ask for a page of the browser (`test_browser.page`, `test_csp.page`)."""
+    for item in items:
+        module = item.path.name
+        if "browser" in module or (module == "test_csp.py" and "page" in item.fixturenames):
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -268,6 +278,28 @@ def add_login(site_env: dict[str, str], password: str) -> None:
             db.execute(
                 f"INSERT INTO auth_user ({names}) VALUES ({marks})", [*columns.values(), now]
             )
+
+
+def login_token(site_env: dict[str, str]) -> str:
+    """An API token of `LOGIN`'s in the site of `site_env`, as `manage.py drf_create_token`
+    would make it, without a process of its own for it."""
+    if "DATABASE_URL" in site_env:
+        from django.contrib.auth.models import User
+        from rest_framework.authtoken.models import Token
+
+        token, _ = Token.objects.get_or_create(user=User.objects.get(username=LOGIN[0]))
+        return str(token.key)
+    with sqlite3.connect(Path(site_env["AGENT_DATA_DIR"]) / "db.sqlite3") as db:
+        (user,) = db.execute("SELECT id FROM auth_user WHERE username = ?", [LOGIN[0]]).fetchone()
+        known = db.execute("SELECT key FROM authtoken_token WHERE user_id = ?", [user]).fetchone()
+        if known is not None:
+            return str(known[0])
+        key = secrets.token_hex(20)
+        now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        db.execute(
+            "INSERT INTO authtoken_token (key, created, user_id) VALUES (?, ?, ?)", [key, now, user]
+        )
+        return key
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, ROOT, manage
+from tests.conftest import ROOT, login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def token(live_site: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 def test_a_queued_task_runs_in_a_real_worker(

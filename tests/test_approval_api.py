@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 from tests.test_prompt_files_live import make_user
 
@@ -24,7 +24,7 @@ def site_env(site_env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def client(live_site: str, site_env: dict[str, str]) -> Iterator[httpx.Client]:
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=live_site, headers=headers, timeout=30) as http:
         yield http

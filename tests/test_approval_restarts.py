@@ -24,7 +24,7 @@ from agent import jobs
 from agent.turn import approve_task
 from sessions_app import services
 from sessions_app.models import Approval, Run
-from tests.conftest import LOGIN, ROOT, folder_of, free_port, manage, wait_for_port
+from tests.conftest import LOGIN, ROOT, folder_of, free_port, login_token, wait_for_port
 from tests.jobs import cluster, kill
 from tests.llm_server import ScriptedLLM
 from tests.test_faults_workers import wait_for, worker_env  # noqa: F401  (a fixture)
@@ -64,7 +64,7 @@ def chat_env(site_env: dict[str, str]) -> tuple[dict[str, str], str]:
         "DJANGO_SUPERUSER_PASSWORD": LOGIN[1],
     }
     subprocess.run([sys.executable, "manage.py", "ensure_login"], cwd=ROOT, env=env, check=True)
-    return env, manage(env, "drf_create_token", LOGIN[0]).split()[2]
+    return env, login_token(env)
 
 
 async def test_a_chat_waiting_through_a_daphne_restart_is_answered_in_the_new_one(

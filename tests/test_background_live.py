@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, ROOT, manage, python
+from tests.conftest import LOGIN, ROOT, login_token, python
 from tests.jobs import cluster, kill
 from tests.llm_server import ScriptedLLM
 
@@ -105,7 +105,7 @@ def test_a_fresh_clusters_scheduler_fires_cron_on_time_and_fails_killed_turns(
     llm.tool_call("spawn", {"task": "Think for a long time", "label": "ponder"})
     llm.reply("Started.")
     agent(site_env, "ponder this", "cli:boss")
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     api = httpx.Client(base_url=live_site, headers={"Authorization": f"Token {token}"})
     task = api.post("/api/tasks", json={"prompt": "think", "wait": False}).json()
     llm.hang(120).hang(120)  # both turns' model calls: their worker dies meanwhile
@@ -169,7 +169,7 @@ async def test_a_page_sees_its_subagent_report_live_without_redis(
     layer carries it; the test holds either way."""
     import websockets
 
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     url = live_site.replace("http", "ws") + f"/ws/chat/live1/?token={token}"
     llm.tool_call("spawn", {"task": "Check the backups", "label": "backups"})
     llm.reply("A helper is on it.")

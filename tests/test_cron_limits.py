@@ -21,7 +21,7 @@ from agent.turn import SessionRef, run_turn, take_turn_slot
 from cron_app import services
 from cron_app.models import CronJob
 from sessions_app.models import Message, Run
-from tests.conftest import LOGIN, manage
+from tests.conftest import LOGIN, login_token
 from tests.jobs import hold_queue
 from tests.llm_server import ScriptedLLM
 
@@ -135,7 +135,7 @@ def capped_site(site_env: dict[str, str]) -> None:
 def test_the_api_answers_400_past_the_cap_even_for_creates_at_once(
     capped_site: None, live_site: str, site_env: dict[str, str]
 ) -> None:
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=live_site, headers=headers, timeout=30) as api:
         made = [api.post("/api/cron-jobs", json=EVERY) for _ in range(2)]

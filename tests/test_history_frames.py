@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def site(live_site: str, site_env: dict[str, str]) -> tuple[str, str]:
     """The live site's base URL and a token of its login."""
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     return live_site, token
 
 

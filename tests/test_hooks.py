@@ -18,7 +18,7 @@ from asgiref.sync import async_to_sync
 
 from agent.tools.hooks import HookBlocked
 from agent.turn import SessionRef, run_turn
-from tests.conftest import LOGIN, folder_of, manage, run_manage
+from tests.conftest import LOGIN, folder_of, login_token, manage, run_manage
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -180,7 +180,7 @@ def test_the_task_api_runs_hooks_that_rewrite_arguments_and_see_the_turn(
         },
     )
     llm.tool_call("write_file", {"path": "memo.txt", "content": "quiet words"}).reply("Filed.")
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
 
     with httpx.Client(base_url=live_site, timeout=60) as client:
         answer = client.post(

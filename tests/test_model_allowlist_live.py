@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, ROOT, manage, run_manage
+from tests.conftest import ROOT, login_token, run_manage
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def site_env(site_env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def token(live_site: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 def refusal(model: str) -> str:

@@ -9,7 +9,7 @@ import threading
 
 import httpx
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 from tests.test_browser import log_in, page, pytestmark  # noqa: F401  (the fixture, the same marks)
 
@@ -38,7 +38,7 @@ def test_an_openai_clients_session_opens_from_the_list(
 ) -> None:
     from playwright.sync_api import expect
 
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     llm.reply("answered the client")
     assert ask(live_site, token, "from an OpenAI client") == "answered the client"
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import LOGIN, login_token, manage
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +83,7 @@ def door(site_env: dict[str, str], request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def token(door: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 @pytest.fixture
@@ -235,3 +235,31 @@ def test_a_turn_that_fails_is_an_error_the_client_is_told_not_to_retry(
     stream = client.chat.completions.create(model="agentsite", messages=USER, stream=True)  # type: ignore[arg-type]
     with pytest.raises(openai.APIError, match="rejected"):
         list(stream)
+
+
+SPENT = {
+    "AGENT_USER_DAILY_BUDGET": "1",
+    "AGENT_MODEL_PRICES": json.dumps({"openai/scripted": {"input": 1, "output": 1}}),
+}
+
+
+@pytest.mark.parametrize("door", [SPENT], indirect=True)
+def test_a_spent_daily_budget_is_a_spent_quota_here_too(
+    http: httpx.Client, token: str, door: str, llm: ScriptedLLM, site_env: dict[str, str]
+) -> None:
+    spend = (
+        "from decimal import Decimal\n"
+        "from django.contrib.auth.models import User\n"
+        "from sessions_app.usage import add_usage\n"
+        f"owner = User.objects.get(username={LOGIN[0]!r})\n"
+        "add_usage(owner_id=owner.pk, model='openai/scripted', usage={}, cost=Decimal('1.5'))\n"
+    )
+    manage(site_env, "shell", "-c", spend)
+    client = openai.OpenAI(base_url=f"{door}/v1", api_key=token, max_retries=0)
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.chat.completions.create(model="agentsite", messages=USER, user="spent")  # type: ignore[arg-type]
+    assert refused.value.code == "insufficient_quota"
+    assert "budget" in refused.value.message
+    assert int(refused.value.response.headers["Retry-After"]) > 0
+    assert refused.value.response.headers["x-should-retry"] == "false"
+    assert llm.requests == [] and "openai:spent" not in sessions(http)

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import LOGIN, folder_of, manage
+from tests.conftest import LOGIN, folder_of, login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def token(live_site: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 @pytest.fixture

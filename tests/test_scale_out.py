@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from cron_app import services as job_services
 from sessions_app.models import Message, Run
-from tests.conftest import LOGIN, ROOT, free_port, manage, wait_for_port
+from tests.conftest import LOGIN, ROOT, free_port, login_token, wait_for_port
 from tests.llm_server import ScriptedLLM
 
 pytestmark = [
@@ -101,7 +101,7 @@ async def test_two_processes_share_a_conversation_and_serialise_its_turns(
 ) -> None:
     import websockets
 
-    token = manage(env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(env)
     # Each answer takes a while, so that the two turns would overlap if nothing held them.
     llm.reply("The first answer.", delay=0.8)
     llm.reply("The second answer.", delay=0.8)

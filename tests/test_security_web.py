@@ -26,7 +26,7 @@ from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from agentsite import urls
-from tests.conftest import LOGIN, ROOT, free_port, manage, run_manage, wait_for_port
+from tests.conftest import ROOT, free_port, login_token, run_manage, wait_for_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -205,7 +205,7 @@ def test_the_schema_and_docs_need_a_login(path: str, accept: str, api: APIClient
 
 
 def test_live_api_errors_are_json(live_site: str, site_env: dict[str, str]) -> None:
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=live_site, headers=headers, timeout=30) as client:
         body = json.dumps({"prompt": "x" * FIVE_MB})

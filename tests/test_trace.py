@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, ROOT, manage
+from tests.conftest import ROOT, login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,7 +23,7 @@ PRICED_MODEL = "openai/gpt-4o-mini"
 
 @pytest.fixture
 def token(live_site: str, site_env: dict[str, str]) -> str:
-    return manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    return login_token(site_env)
 
 
 @pytest.fixture

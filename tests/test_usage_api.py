@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LOGIN, manage
+from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +31,7 @@ def priced(site_env: dict[str, str]) -> None:
 
 @pytest.fixture
 def api(priced: None, live_site: str, site_env: dict[str, str]) -> Iterator[httpx.Client]:
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=live_site, headers=headers, timeout=60) as client:
         yield client

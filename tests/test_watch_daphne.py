@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from sessions_app.models import Run
-from tests.conftest import LOGIN, ROOT, free_port, manage, wait_for_port
+from tests.conftest import LOGIN, ROOT, free_port, login_token, wait_for_port
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +108,7 @@ async def test_a_stop_on_the_record_reaches_a_chat_turn_after_an_api_task_return
 
     base, log = daphne
     records = SiteRecords(site_env)
-    token = manage(site_env, "drf_create_token", LOGIN[0]).split()[2]
+    token = login_token(site_env)
     llm.reply("The task's answer.", delay=API_ANSWER_DELAY)  # the API task's turn
     llm.hang(60)  # the chat's turn, which only a stop ends
 

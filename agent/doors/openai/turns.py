@@ -26,6 +26,7 @@ from agent.events import Event
 from agent.turn import (
     GroupSink,
     ModelNotConfigured,
+    OverBudget,
     SessionGone,
     SessionRef,
     TurnError,
@@ -201,11 +202,26 @@ def _finish(result: TurnResult | None) -> str:
 
 def _refusal(error: TurnError) -> OpenAIError:
     """Why the turn could not start, in OpenAI's shape."""
+    if isinstance(error, OverBudget):
+        return over_budget(error)
     if isinstance(error, ModelNotConfigured):
         return OpenAIError(503, str(error), type=SERVER_ERROR, code="model_not_configured")
     if isinstance(error, SessionGone):
         return OpenAIError(409, str(error), code="session_deleted", retry=False)
     return OpenAIError(400, str(error), code="invalid_value", param=error.field)
+
+
+def over_budget(error: OverBudget) -> OpenAIError:
+    """A user whose daily budget is spent, as OpenAI answers a spent quota: a 429 that says
+    when to come back, and that a client must not simply send again at once."""
+    return OpenAIError(
+        429,
+        str(error),
+        type="insufficient_quota",
+        code="insufficient_quota",
+        retry=False,
+        headers={"Retry-After": str(error.retry_after)},
+    )
 
 
 def _failure(result: TurnResult) -> OpenAIError:

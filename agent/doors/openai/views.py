@@ -33,8 +33,8 @@ from agent.doors.openai.chat_request import CHANNEL, SESSION_HEADER, read_chat_r
 from agent.doors.openai.errors import SERVER_ERROR, OpenAIError, invalid, model_not_found
 from agent.doors.openai.models import choice_of, model_ids, model_object
 from agent.doors.openai.shapes import Reply
-from agent.doors.openai.turns import DoorTurn
-from agent.turn import get_or_create_session, is_command, take_turn_slot
+from agent.doors.openai.turns import DoorTurn, over_budget
+from agent.turn import budget_refusal, get_or_create_session, is_command, take_turn_slot
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         raise OpenAIError(503, MODEL_HELP, type=SERVER_ERROR, code="model_not_configured")
     # Slash commands cost no model call and /stop must always get through: only turns count.
     if not is_command(chat.content):
+        # Said before a session is made for a turn that may not start.
+        spent = await budget_refusal(user)
+        if spent is not None:
+            raise over_budget(spent)
         wait = await sync_to_async(take_turn_slot)(user.pk)
         if wait is not None:
             seconds = math.ceil(wait)
