@@ -122,13 +122,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.stop_relay = listen_to_relayed()
         page = await history_page(session_id=session.pk)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
+        # Read with the history, before the tab has it: a run that ends once the tab is shown
+        # running is still followed to its end.
+        unfinished = await unfinished_run(session_id=session.pk)
+        # What the session's waiting turns ask, for this tab to answer too.
+        requests = await pending_requests(session_id=session.pk)
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
         frame["model"] = model_in_use(session.model)
         await self.send_json(frame)
-        # What the session's waiting turns ask, for this tab to answer too.
-        for request in await pending_requests(session_id=session.pk):
+        for request in requests:
             await self.send_json(request.to_dict())
-        unfinished = await unfinished_run(session_id=session.pk)
         if unfinished is not None:
             if running:
                 self._join(unfinished.pk)
