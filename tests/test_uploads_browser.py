@@ -3,6 +3,7 @@ user's folder, its path in the message box, and a file past the cap is refused a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,34 @@ def test_a_file_attached_on_the_page(
     expect(composer).to_have_value("")
     expect(attach).to_be_enabled()
     assert sorted(p.name for p in stored.parent.iterdir()) == ["figures (1).csv", "figures.csv"]
+
+
+def test_files_dropped_on_the_chat_are_attached(
+    page,  # noqa: F811
+    live_site: str,
+    workspace: Path,
+) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, live_site)
+    # What a drop of two files from the desktop hands the page.
+    drop = page.evaluate_handle(
+        """() => {
+             const data = new DataTransfer();
+             data.items.add(new File(["a,1\\n"], "one.csv", { type: "text/csv" }));
+             data.items.add(new File(["b,2\\n"], "two.csv", { type: "text/csv" }));
+             return data;
+           }"""
+    )
+    main = page.locator(".main")
+    main.dispatch_event("dragenter", {"dataTransfer": drop})
+    expect(main).to_have_class(re.compile(r"\bdropping\b"))
+    main.dispatch_event("drop", {"dataTransfer": drop})
+
+    expect(page.locator("#composer")).to_have_value(
+        "Attached: uploads/one.csv\nAttached: uploads/two.csv\n"
+    )
+    expect(main).not_to_have_class(re.compile(r"\bdropping\b"))
+    folder = workspace / "users" / USERNAME / "uploads"
+    assert (folder / "one.csv").read_text() == "a,1\n"
+    assert (folder / "two.csv").read_text() == "b,2\n"

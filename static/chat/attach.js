@@ -1,11 +1,13 @@
-// The attach button: the chosen file goes into the user's folder (POST /api/uploads) and its
-// path into the message box, so that the next message tells the agent where the file is.
+// The attach button, and files dropped on the chat: each goes into the user's folder (POST
+// /api/uploads) and its path into the message box, so that the next message tells the agent
+// where the file is.
 
 import { csrfToken } from "./util.js";
 
 export class Attach {
   /**
-   * dom: {button, input}; options: {url, onAttached(path), onError(message), onLoginLost()}
+   * dom: {button, input, dropZone}; options: {url, onAttached(path), onError(message),
+   * onLoginLost()}
    */
   constructor(dom, options) {
     this.dom = dom;
@@ -15,6 +17,37 @@ export class Attach {
       const file = dom.input.files && dom.input.files[0];
       dom.input.value = ""; // the same file chosen again is a new upload
       if (file) this.upload(file);
+    });
+    if (dom.dropZone) this.acceptDrops(dom.dropZone);
+  }
+
+  /** Files dragged over `zone` show it as a target; dropped, they are attached in turn. */
+  acceptDrops(zone) {
+    const carriesFiles = (event) =>
+      event.dataTransfer && Array.from(event.dataTransfer.types || []).includes("Files");
+    let depth = 0; // dragenter and dragleave come for each child the pointer crosses
+    zone.addEventListener("dragenter", (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      depth += 1;
+      zone.classList.add("dropping");
+    });
+    zone.addEventListener("dragover", (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault(); // without it the browser opens the file instead
+      event.dataTransfer.dropEffect = "copy";
+    });
+    zone.addEventListener("dragleave", (event) => {
+      if (!carriesFiles(event)) return;
+      depth = Math.max(0, depth - 1);
+      if (!depth) zone.classList.remove("dropping");
+    });
+    zone.addEventListener("drop", async (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      depth = 0;
+      zone.classList.remove("dropping");
+      for (const file of Array.from(event.dataTransfer.files)) await this.upload(file);
     });
   }
 

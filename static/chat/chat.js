@@ -121,7 +121,7 @@ const composer = new Composer(
 );
 
 new Attach(
-  { button: $("attach"), input: $("attach-input") },
+  { button: $("attach"), input: $("attach-input"), dropZone: document.querySelector(".main") },
   {
     url: config.uploadsUrl,
     onAttached: (path) => composer.addLine(`Attached: ${path}`),
