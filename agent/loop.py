@@ -14,10 +14,8 @@ kept for it. Once the answers are in, `resume` goes on from what the turn had sa
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -25,16 +23,20 @@ from typing import Any, Literal, Protocol
 from agent.budget import ContextBudget, LLMMessage
 from agent.events import (
     Emit,
-    StreamChunk,
-    StreamEnd,
-    StreamStart,
-    Thinking,
     ToolCallEvent,
     ToolResult,
 )
 from agent.gate import Gate, Verdicts, WaitingCall, unanswered
 from agent.llm.client import LLM, LLMResponse, ToolCall
 from agent.llm.error_kinds import LLMError
+from agent.loop_messages import (
+    StreamEvents,
+    assistant_message,
+    batches,
+    explain,
+    prepare_calls,
+    tool_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +155,7 @@ class AgentLoop:
             ToolCall(part["id"], part["function"]["name"], part["function"].get("arguments", ""))
             for part in unanswered(turn)
         ]
-        if await self._act(turn, calls, _prepare_calls(calls)[1], result, verdicts):
+        if await self._act(turn, calls, prepare_calls(calls)[1], result, verdicts):
             return result
         return await self._iterate(system, history, turn, result)
 
@@ -189,11 +191,11 @@ class AgentLoop:
 
             if not response.tool_calls:
                 result.text = response.content or EMPTY_REPLY
-                await self._record(turn, _assistant(result.text, response), response.usage)
+                await self._record(turn, assistant_message(result.text, response), response.usage)
                 return result
 
-            sendable, parsed = _prepare_calls(response.tool_calls)
-            assistant = _assistant(response.content or None, response)
+            sendable, parsed = prepare_calls(response.tool_calls)
+            assistant = assistant_message(response.content or None, response)
             assistant["tool_calls"] = sendable
             await self._record(turn, assistant, response.usage)
             if await self._act(turn, response.tool_calls, parsed, result, {}):
@@ -210,7 +212,7 @@ class AgentLoop:
         return result
 
     async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
-        stream = _StreamEvents(self.emit)
+        stream = StreamEvents(self.emit)
         started, clock = time.time(), time.perf_counter()
         try:
             response = await self.llm.stream(
@@ -297,7 +299,7 @@ class AgentLoop:
         # Calls whose card the clients show open: announced, no result sent yet.
         running: dict[str, ToolCall] = {}
         try:
-            for batch in _batches(calls, parsed, self._parallel_safe):
+            for batch in batches(calls, parsed, self._parallel_safe):
                 for call, arguments in batch:
                     await self.emit(
                         ToolCallEvent(
@@ -321,7 +323,7 @@ class AgentLoop:
                     # Counted before the write: a stop during it must not answer this call
                     # twice (the write finishes in its thread all the same).
                     recorded += 1
-                    await self._record(turn, _tool_message(call, answers[call.id]), None)
+                    await self._record(turn, tool_message(call, answers[call.id]), None)
         except asyncio.CancelledError:
             # Every call needs an answer or the saved history is invalid for the provider;
             # the ones that were running also close their cards on the clients.
@@ -329,7 +331,7 @@ class AgentLoop:
                 await self.emit(ToolResult(id=call.id, name=call.name, result=CANCELLED_RESULT))
             for call in calls[recorded:]:
                 answer = answers.get(call.id, CANCELLED_RESULT)
-                await self._record(turn, _tool_message(call, answer), None)
+                await self._record(turn, tool_message(call, answer), None)
             raise
 
     async def _run_tool(
@@ -379,105 +381,8 @@ class AgentLoop:
         result.status = "failed"
         result.error = str(error)
         result.error_kind = error.kind
-        result.text = _explain(error)
+        result.text = explain(error)
         return result
-
-
-class _StreamEvents:
-    """Turns one model call's streamed deltas into stream_start/chunk/end events."""
-
-    def __init__(self, emit: Emit) -> None:
-        self.emit = emit
-        self.msg_id = ""
-        # The text of the current message so far.
-        self.parts: list[str] = []
-
-    async def text(self, delta: str) -> None:
-        if not self.msg_id:
-            self.msg_id = uuid.uuid4().hex
-            self.parts = []
-            await self.emit(StreamStart(msg_id=self.msg_id))
-        self.parts.append(delta)
-        await self.emit(StreamChunk(msg_id=self.msg_id, content=delta))
-
-    def said(self) -> str:
-        """The text streamed of the current message, which the person has been shown."""
-        return "".join(self.parts) if self.msg_id else ""
-
-    async def reasoning(self, delta: str) -> None:
-        await self.emit(Thinking(content=delta))
-
-    async def retry(self, attempt: int, delay: float, error: LLMError) -> None:
-        await self.end(discarded=True)
-        await self.emit(
-            Thinking(content=f"The model call failed ({error}); retry {attempt} in {delay:.0f}s.")
-        )
-
-    async def end(self, *, discarded: bool = False, stopped: bool = False) -> None:
-        if self.msg_id:
-            await self.emit(
-                StreamEnd(
-                    msg_id=self.msg_id,
-                    discarded=True if discarded else None,
-                    stopped=True if stopped else None,
-                )
-            )
-            self.msg_id = ""
-
-
-def _prepare_calls(
-    calls: list[ToolCall],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any] | str]]:
-    """The calls as they go back to the provider, and the arguments each tool gets.
-
-    Arguments that are not a JSON object reach the registry as the raw text, which answers
-    the model with the parse error; the provider is sent `{}` for them, since most reject
-    a replayed call whose arguments do not parse.
-    """
-    sendable: list[dict[str, Any]] = []
-    parsed: list[dict[str, Any] | str] = []
-    for call in calls:
-        try:
-            value = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
-            parsed.append(value)
-            sendable.append(call.as_message_part())
-        else:
-            parsed.append(call.arguments)
-            sendable.append(call.as_message_part("{}"))
-    return sendable, parsed
-
-
-def _batches(
-    calls: list[ToolCall],
-    parsed: list[dict[str, Any] | str],
-    parallel_safe: Callable[[str], bool],
-) -> list[list[tuple[ToolCall, dict[str, Any] | str]]]:
-    """The calls in the groups they run in: each run of neighbouring calls that are safe
-    side by side is one group, any other call a group of its own."""
-    batches: list[list[tuple[ToolCall, dict[str, Any] | str]]] = []
-    together = False
-    for call, arguments in zip(calls, parsed, strict=True):
-        safe = isinstance(arguments, dict) and parallel_safe(call.name)
-        if safe and together:
-            batches[-1].append((call, arguments))
-        else:
-            batches.append([(call, arguments)])
-        together = safe
-    return batches
-
-
-def _assistant(content: str | None, response: LLMResponse) -> LLMMessage:
-    message: LLMMessage = {"role": "assistant", "content": content}
-    if response.reasoning_content:
-        message["reasoning_content"] = response.reasoning_content
-    return message
-
-
-def _tool_message(call: ToolCall, output: str) -> LLMMessage:
-    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
 
 
 def _add_usage(result: LoopResult, response: LLMResponse) -> None:
@@ -485,13 +390,3 @@ def _add_usage(result: LoopResult, response: LLMResponse) -> None:
         result.usage[key] = result.usage.get(key, 0) + value
     if response.cost is not None:
         result.cost = (result.cost or 0.0) + response.cost
-
-
-def _explain(error: LLMError) -> str:
-    if error.kind == "auth":
-        return f"The model provider refused the credentials: {error}. Check AGENT_API_KEY."
-    if error.kind == "context_overflow":
-        return f"The conversation no longer fits the model's context window: {error}. Try /new."
-    if error.kind == "bad_request":
-        return f"The model provider rejected the request: {error}"
-    return f"The model could not be reached: {error}"

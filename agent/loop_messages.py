@@ -1,0 +1,122 @@
+"""What the loop says and sends, shaped: a model call's streamed deltas as events, the
+tool calls as they go back to the provider and the groups they run in, the messages a turn
+adds to its history, and a failed model call put plainly."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agent.budget import LLMMessage
+from agent.events import Emit, StreamChunk, StreamEnd, StreamStart, Thinking
+from agent.llm.client import LLMResponse, ToolCall
+from agent.llm.error_kinds import LLMError
+
+
+class StreamEvents:
+    """Turns one model call's streamed deltas into stream_start/chunk/end events."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.msg_id = ""
+        # The text of the current message so far.
+        self.parts: list[str] = []
+
+    async def text(self, delta: str) -> None:
+        if not self.msg_id:
+            self.msg_id = uuid.uuid4().hex
+            self.parts = []
+            await self.emit(StreamStart(msg_id=self.msg_id))
+        self.parts.append(delta)
+        await self.emit(StreamChunk(msg_id=self.msg_id, content=delta))
+
+    def said(self) -> str:
+        """The text streamed of the current message, which the person has been shown."""
+        return "".join(self.parts) if self.msg_id else ""
+
+    async def reasoning(self, delta: str) -> None:
+        await self.emit(Thinking(content=delta))
+
+    async def retry(self, attempt: int, delay: float, error: LLMError) -> None:
+        await self.end(discarded=True)
+        await self.emit(
+            Thinking(content=f"The model call failed ({error}); retry {attempt} in {delay:.0f}s.")
+        )
+
+    async def end(self, *, discarded: bool = False, stopped: bool = False) -> None:
+        if self.msg_id:
+            await self.emit(
+                StreamEnd(
+                    msg_id=self.msg_id,
+                    discarded=True if discarded else None,
+                    stopped=True if stopped else None,
+                )
+            )
+            self.msg_id = ""
+
+
+def prepare_calls(
+    calls: list[ToolCall],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | str]]:
+    """The calls as they go back to the provider, and the arguments each tool gets.
+
+    Arguments that are not a JSON object reach the registry as the raw text, which answers
+    the model with the parse error; the provider is sent `{}` for them, since most reject
+    a replayed call whose arguments do not parse.
+    """
+    sendable: list[dict[str, Any]] = []
+    parsed: list[dict[str, Any] | str] = []
+    for call in calls:
+        try:
+            value = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            parsed.append(value)
+            sendable.append(call.as_message_part())
+        else:
+            parsed.append(call.arguments)
+            sendable.append(call.as_message_part("{}"))
+    return sendable, parsed
+
+
+def batches(
+    calls: list[ToolCall],
+    parsed: list[dict[str, Any] | str],
+    parallel_safe: Callable[[str], bool],
+) -> list[list[tuple[ToolCall, dict[str, Any] | str]]]:
+    """The calls in the groups they run in: each run of neighbouring calls that are safe
+    side by side is one group, any other call a group of its own."""
+    batches: list[list[tuple[ToolCall, dict[str, Any] | str]]] = []
+    together = False
+    for call, arguments in zip(calls, parsed, strict=True):
+        safe = isinstance(arguments, dict) and parallel_safe(call.name)
+        if safe and together:
+            batches[-1].append((call, arguments))
+        else:
+            batches.append([(call, arguments)])
+        together = safe
+    return batches
+
+
+def assistant_message(content: str | None, response: LLMResponse) -> LLMMessage:
+    message: LLMMessage = {"role": "assistant", "content": content}
+    if response.reasoning_content:
+        message["reasoning_content"] = response.reasoning_content
+    return message
+
+
+def tool_message(call: ToolCall, output: str) -> LLMMessage:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
+
+
+def explain(error: LLMError) -> str:
+    if error.kind == "auth":
+        return f"The model provider refused the credentials: {error}. Check AGENT_API_KEY."
+    if error.kind == "context_overflow":
+        return f"The conversation no longer fits the model's context window: {error}. Try /new."
+    if error.kind == "bad_request":
+        return f"The model provider rejected the request: {error}"
+    return f"The model could not be reached: {error}"
