@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
@@ -9,9 +10,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from django.db import connection
@@ -20,6 +22,7 @@ from agent.llm.client import LLM, LLMConfig
 from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 LOGIN = ("tester", "tester-pass-123")
 
 
@@ -258,6 +261,27 @@ def login_password() -> str:
     return hasher.encode(LOGIN[1], hasher.salt())
 
 
+def off_the_loop(work: Callable[[], T]) -> T:
+    """`work` (ORM calls) where Django allows them: at once, or, called from a coroutine, in
+    a thread of its own whose connection is closed after it (the test database is dropped
+    at the end of the run, which an open connection would refuse)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return work()
+
+    def run() -> T:
+        from django.db import connections
+
+        try:
+            return work()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result()
+
+
 def add_login(site_env: dict[str, str], password: str) -> None:
     """What `manage.py ensure_login` does with `LOGIN` for the site of `site_env` (a
     superuser unless one exists), without a process of its own for it."""
@@ -267,8 +291,11 @@ def add_login(site_env: dict[str, str], password: str) -> None:
         from django.contrib.auth.models import User
         from django.utils import timezone
 
-        if not User.objects.filter(is_superuser=True).exists():
-            User.objects.create(**columns, date_joined=timezone.now())
+        def make() -> None:
+            if not User.objects.filter(is_superuser=True).exists():
+                User.objects.create(**columns, date_joined=timezone.now())
+
+        off_the_loop(make)
         return
     with sqlite3.connect(Path(site_env["AGENT_DATA_DIR"]) / "db.sqlite3") as db:
         if db.execute("SELECT 1 FROM auth_user WHERE is_superuser").fetchone() is None:
@@ -287,8 +314,11 @@ def login_token(site_env: dict[str, str]) -> str:
         from django.contrib.auth.models import User
         from rest_framework.authtoken.models import Token
 
-        token, _ = Token.objects.get_or_create(user=User.objects.get(username=LOGIN[0]))
-        return str(token.key)
+        def make() -> str:
+            token, _ = Token.objects.get_or_create(user=User.objects.get(username=LOGIN[0]))
+            return str(token.key)
+
+        return off_the_loop(make)
     with sqlite3.connect(Path(site_env["AGENT_DATA_DIR"]) / "db.sqlite3") as db:
         (user,) = db.execute("SELECT id FROM auth_user WHERE username = ?", [LOGIN[0]]).fetchone()
         known = db.execute("SELECT key FROM authtoken_token WHERE user_id = ?", [user]).fetchone()
