@@ -120,3 +120,19 @@ def explain(error: LLMError) -> str:
     if error.kind == "bad_request":
         return f"The model provider rejected the request: {error}"
     return f"The model could not be reached: {error}"
+
+
+def call_hint(name: str, arguments: Any, *, width: int) -> str:
+    """`exec(command='rm -rf build')`: a tool call in a line, each argument cut at `width`
+    characters, for a person to follow along or to be asked about it."""
+    if isinstance(arguments, dict):
+        parts = []
+        for key, value in arguments.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text = " ".join(str(text).split())
+            if len(text) > width:
+                text = text[: width - 1] + "…"
+            parts.append(f"{key}={text!r}" if isinstance(value, str) else f"{key}={text}")
+        return f"{name}({', '.join(parts)})"
+    text = " ".join(str(arguments or "").split())
+    return f"{name}({text[:width]})"

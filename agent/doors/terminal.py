@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -15,6 +14,7 @@ from agent.events import (
     ToolCallEvent,
     ToolResult,
 )
+from agent.loop_messages import call_hint
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,16 +28,7 @@ RESULT_LINE_CHARS = 160
 
 def tool_hint(name: str, arguments: Any) -> str:
     """`write_file(path='hello.txt', content='Hello…')`: enough to follow along."""
-    if isinstance(arguments, dict):
-        parts = []
-        for key, value in arguments.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            text = " ".join(str(text).split())
-            if len(text) > HINT_ARGUMENT_CHARS:
-                text = text[: HINT_ARGUMENT_CHARS - 1] + "…"
-            parts.append(f"{key}={text!r}" if isinstance(value, str) else f"{key}={text}")
-        return f"{name}({', '.join(parts)})"
-    return f"{name}({str(arguments)[:HINT_ARGUMENT_CHARS]})"
+    return call_hint(name, arguments, width=HINT_ARGUMENT_CHARS)
 
 
 def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:

@@ -15,7 +15,6 @@ of it (`approval_resolved`), so that its card goes in every tab.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from agent import tool_patterns
 from agent.conf import AgentSettings
 from agent.events import ApprovalRequest, ApprovalResolved
 from agent.gate import Gate, Verdicts
+from agent.loop_messages import call_hint
 from agent.turn import store
 from agent.turn.fanout import publish
 from agent.turn.profiles import Profile
@@ -79,17 +79,7 @@ class Answer:
 
 def describe_call(name: str, arguments: Any) -> str:
     """`exec(command='rm -rf build')`: what a person was asked, in a line."""
-    if isinstance(arguments, dict):
-        parts = []
-        for key, value in arguments.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            text = " ".join(str(text).split())
-            if len(text) > HINT_CHARS:
-                text = text[: HINT_CHARS - 1] + "…"
-            parts.append(f"{key}={text!r}" if isinstance(value, str) else f"{key}={text}")
-        return f"{name}({', '.join(parts)})"
-    text = " ".join(str(arguments or "").split())
-    return f"{name}({text[:HINT_CHARS]})"
+    return call_hint(name, arguments, width=HINT_CHARS)
 
 
 def verdicts(answers: Iterable[Approval], *, timeout: int) -> Verdicts:
