@@ -14,8 +14,11 @@ def alive(pid: int) -> bool:
             return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except FileNotFoundError:
         return False
-    except OSError:
-        pass  # no /proc here: a zombie counts as alive
+    except OSError:  # no /proc here: a zombie counts as alive
+        return _signalable(pid)
+
+
+def _signalable(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -17,13 +17,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 USERNAME, PASSWORD = LOGIN
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="needs Debian's chromium (`apt-get install chromium`; .ci/run installs it)",
-    ),
-]
+# Where it is missing, outside CI (which installs it and must not skip), say how to get it.
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists() and not os.environ.get("CI"),
+    reason="needs Debian's chromium (`apt-get install chromium`; .ci/run installs it)",
+)
+pytestmark = [pytest.mark.django_db(transaction=True), needs_chromium]
 
 
 def launch(playwright: Any) -> Any:

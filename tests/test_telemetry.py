@@ -14,21 +14,15 @@ from typing import Any
 
 import pytest
 
+# The development group installs them with the SDK and its exporter (`make install`).
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
 from tests.conftest import ROOT
 from tests.llm_server import ScriptedLLM
-
-try:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-        ExportTraceServiceResponse,
-    )
-    from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
-except ImportError:  # pragma: no cover - the dev group installs them
-    pytest.skip(
-        "needs OpenTelemetry (opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http and "
-        "opentelemetry-proto; `make install` installs them with the dev group)",
-        allow_module_level=True,
-    )
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

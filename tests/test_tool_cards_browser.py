@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.llm_server import ScriptedLLM
-from tests.test_browser import CHROMIUM, log_in, page  # noqa: F401  (the `page` fixture)
+from tests.test_browser import log_in, needs_chromium, page  # noqa: F401  (the `page` fixture)
 from tests.test_history_frames import chat, reloaded, site, turn  # noqa: F401  (`site`)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +37,7 @@ async def test_the_history_frame_carries_each_tool_calls_duration(
     assert max(stored.values()) >= 300
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+@needs_chromium
 def test_tool_cards_show_their_durations_after_a_reload(
     page: Any,  # noqa: F811
     live_site: str,

@@ -76,7 +76,8 @@ def execute_task(run: Run, *, owner: User | None) -> None:
         turn = delivering(run_queued, what=f"run {run.pk}")
         async_to_sync(turn)(run, owner=owner, emit=GroupSink(run.session_id))
     except asyncio.CancelledError:
-        pass  # stopped by a cancel or /stop; the turn recorded it
+        # A cancel or /stop: the turn recorded itself as cancelled on its way out.
+        logger.info("task %s was stopped", run.pk)
     except TurnError as exc:
         services.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
     except Exception:
@@ -134,7 +135,8 @@ def resume_task(run_id: uuid.UUID) -> str:
         turn = delivering(resume_turn, what=f"resuming run {run_id}")
         async_to_sync(turn)(run_id, emit=GroupSink(run.session_id))
     except asyncio.CancelledError:
-        pass  # stopped by a cancel or /stop; the turn recorded it
+        # A cancel or /stop: the turn recorded itself as cancelled on its way out.
+        logger.info("task %s was stopped as it went on", run_id)
     except Exception:
         ref = failures.log_failure(logger, "resuming task %s crashed", run_id)
         services.fail_unfinished_run(
