@@ -232,7 +232,6 @@ def resume_run(*, run_id: UUID) -> Run | None:
     return run
 
 
-@transaction.atomic
 def cancel_waiting(
     *,
     result: str,
@@ -243,15 +242,22 @@ def cancel_waiting(
     """End the waiting runs of the session (and the sub-agents it started), or the run
     `run_id`, as cancelled: their pending calls are cancelled, and each call of theirs
     that has no result gets `result`, so that the history stays whole."""
-    waiting = (
-        Run.objects.select_for_update(of=("self",))
-        .select_related("session")
-        .filter(status=Run.Status.WAITING)
-    )
+    # Every turn asks this before it starts, and almost always nothing waits anywhere: the
+    # simplest read answers that, without the write transaction (on SQLite, the database's
+    # one writer) or the conditions, which cost the ORM more than the query costs SQLite.
+    waiting = Run.objects.filter(status=Run.Status.WAITING)
+    if not waiting.exists():
+        return []
     if session_id is not None:
         waiting = waiting.filter(Q(session_id=session_id) | Q(parent_id=session_id))
     if run_id is not None:
         waiting = waiting.filter(pk=run_id)
+    return _cancel(waiting, result=result, error=error)
+
+
+@transaction.atomic
+def _cancel(waiting: QuerySet[Run], *, result: str, error: str) -> list[Cancelled]:
+    waiting = waiting.select_for_update(of=("self",)).select_related("session")
     now = timezone.now()
     ended = []
     for run in waiting:

@@ -282,6 +282,11 @@ def add_messages(
             Run.objects.filter(pk=run.pk).update(trace=trace)
 
 
+def save_trace(*, run: Run, trace: list[dict[str, Any]]) -> None:
+    """Record `run`'s trace so far (`Run.trace`), when no batch of messages took it."""
+    Run.objects.filter(pk=run.pk).update(trace=trace)
+
+
 def _message_fields(message: dict[str, Any], usage: Usage) -> dict[str, Any]:
     return {
         "role": message["role"],
@@ -328,9 +333,10 @@ def finish_run(
     if trace is not None:
         run.trace = trace
         fields.append("trace")
+    values = {name: getattr(run, name) for name in fields}
     # Its usage goes into the daily ledger once: not again when this write is made again.
-    first = Run.objects.filter(pk=run.pk, counted=False).update(counted=True)
-    if Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields}):
+    first = Run.objects.filter(pk=run.pk, counted=False).update(**values, counted=True)
+    if first or Run.objects.filter(pk=run.pk).update(**values):
         Session.objects.filter(pk=run.session_id).update(updated=run.finished)
     else:
         first = 1  # deleted meanwhile, with its session: what it cost was spent all the same

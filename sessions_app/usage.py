@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import BigIntegerField, Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
@@ -93,23 +93,45 @@ def add_usage(
     *, owner_id: int | None, model: str, usage: dict[str, Any], cost: Decimal | None
 ) -> None:
     """Add one run's tokens and cost (None: its price is unknown) to today's line."""
-    increments = {key: F(key) + int(usage.get(key) or 0) for key in TOKENS}
-    increments["runs"] = F("runs") + 1
+    increments: dict[str, int | Decimal] = {key: int(usage.get(key) or 0) for key in TOKENS}
+    increments["runs"] = 1
     if cost is not None:
-        increments["priced_cost"] = F("priced_cost") + cost
+        increments["priced_cost"] = cost
     elif _used_tokens(usage):
-        increments["unpriced_runs"] = F("unpriced_runs") + 1
-    line = DailyUsage.objects.filter(owner_id=owner_id, day=today(), model=model[:200])
-    if line.update(**increments):
+        increments["unpriced_runs"] = 1
+    line = (owner_id, today(), model[:200])
+    if _add_to_line(line, increments):
         return
     try:
         # The day's first run of this model: its line is made, unless another process made
         # it a moment ago, in which case that one is added to.
         with transaction.atomic():
-            DailyUsage.objects.create(owner_id=owner_id, day=today(), model=model[:200])
+            DailyUsage.objects.create(owner_id=line[0], day=line[1], model=line[2])
     except IntegrityError:
         pass
-    line.update(**increments)
+    _add_to_line(line, increments)
+
+
+def _add_to_line(line: tuple[int | None, date, str], increments: dict[str, Any]) -> int:
+    """Add `increments` to the columns of the ledger's line (owner, day, model); how many
+    lines it added to, 0 or 1. Every run's ending makes this one statement, written out:
+    built by the ORM from F() expressions, it took half a millisecond of CPU a run, ten
+    times what the database spends on it."""
+    quote = connection.ops.quote_name
+    owner_id, day, model = line
+    sets = ", ".join(f"{quote(column)} = {quote(column)} + %s" for column in increments)
+    owner = "IS NULL" if owner_id is None else "= %s"
+    sql = (
+        f"UPDATE {quote(DailyUsage._meta.db_table)} SET {sets} "
+        f"WHERE {quote('owner_id')} {owner} AND {quote('day')} = %s AND {quote('model')} = %s"
+    )
+    params = list(increments.values())
+    if owner_id is not None:
+        params.append(owner_id)
+    params += [connection.ops.adapt_datefield_value(day), model]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
 
 
 # ---- sums -------------------------------------------------------------------------------

@@ -106,3 +106,18 @@ def test_the_timelines_stylesheet_is_served(admin_client: Client) -> None:
     response = admin_client.get("/static/sessions_app/timeline.css")
     assert response.status_code == 200
     assert b".tl-failed rect" in b"".join(response.streaming_content)  # type: ignore[attr-defined]
+
+
+def test_a_quick_turn_writes_its_trace_once_with_its_ending(llm: ScriptedLLM) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for name in ("a.txt", "b.txt", "c.txt"):
+        llm.tool_call("read_file", {"path": name})
+    llm.reply("Read them all.")
+    with CaptureQueriesContext(connection) as queries:
+        async_to_sync(run_turn)(SessionRef("web:quick", None), "read three files", channel="web")
+    run = Run.objects.get(session__key="web:quick")
+    assert [step["name"] for step in run.trace][1::2] == ["read_file"] * 3
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert sum('"trace"' in sql for sql in writes) == 1, writes

@@ -115,9 +115,10 @@ async def gate_for(
     """Which tools of the turn wait for a person; None when none does. Without `asks` (a
     turn whose client brings a conversation of its own, which a turn that goes on after a
     wait could not carry), such a call is refused as in a turn of no one's."""
+    users = await store.user_approve_tools(user_id=owner_id) if owner_id is not None else ()
     patterns = {
         *conf.approve_tools,
-        *await store.user_approve_tools(user_id=owner_id),
+        *users,
         *tool_patterns.parse(session.approve_tools),
         *skill_tools,
     }

@@ -91,6 +91,8 @@ def check_budget(user: User | None) -> None:
 
 async def budget_refusal(user: User | None) -> OverBudget | None:
     """`over_budget` for async callers: why the person at a door may start no turn, or None."""
+    if user is None:
+        return None
     return await on_db(over_budget)(user)
 
 
@@ -107,14 +109,20 @@ async def past_budget(user: User | None, *, besides: float = 0.0) -> str | None:
 class TurnBudget:
     """What the loop asks before each model call after a turn's first: None to go on, or
     the reply that ends the turn because the user's runs, this one included, have now cost
-    their daily budget."""
+    their daily budget. A user with no budget at the first of them has none for the rest
+    of the turn: a budget set meanwhile counts from their next turn, and their calls cost
+    no query each."""
 
     def __init__(self, user_id: int) -> None:
         self.user_id = user_id
+        self.unlimited = False
 
     async def __call__(self, result: LoopResult) -> str | None:
+        if self.unlimited:
+            return None
         state = await on_db(state_of)(self.user_id)
         if state.limit is None:
+            self.unlimited = True
             return None
         # This run's cost is not in the ledger until it ends.
         spent = state.spent + Decimal(str(result.cost or 0))
