@@ -153,7 +153,12 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="agentsite-cron-") as folder,
             children(Path(folder) / "logs") as procs,
         ):
-            setup_django(Path(folder), llm.base_url)
+            # Every job of every run is the bench user's (one-off jobs stay listed), and they
+            # start more turns a minute than a person may.
+            room = str(args.jobs * args.runs)
+            setup_django(
+                Path(folder), llm.base_url, AGENT_CRON_MAX_JOBS=room, AGENT_TURN_RATE="10000/min"
+            )
             from django.contrib.auth.models import User
 
             owner = User.objects.create_user("bench")
