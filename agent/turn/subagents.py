@@ -66,23 +66,25 @@ class SessionAgents:
         self.spent = spent
 
     async def spawn(self, task: str, label: str) -> str:
-        await self._count()
-        run = await store.queue_subagent(
-            parent=self.session,
-            task=task,
-            label=label,
-            model=self.model,
-            parent_run_id=self.parent_run,
-            tools=self.tools,
-        )
+        run = await self._queue(task, label)
         await store.enqueue(jobs.RUN_SUBAGENT, str(run.pk), task_name=f"subagent-{run.pk}")
         await self.emit(SubagentSpawned(id=str(run.pk), label=label))
         logger.info("%s spawned sub-agent %s (%s)", self.session.key, run.pk, label)
         return str(run.pk)
 
     async def run(self, task: str, label: str) -> str:
+        run = await self._queue(task, label)
+        await self.emit(SubagentSpawned(id=str(run.pk), label=label))
+        status, text = await run_to_end(run, self.owner, self.run_recorded)
+        await self.emit(SubagentCompleted(id=str(run.pk), label=label, status=status))
+        if status != Run.Status.SUCCEEDED:
+            raise ToolError(f"the sub-agent {status}: {text}")
+        return text
+
+    async def _queue(self, task: str, label: str) -> Run:
+        """The sub-agent's run, queued once its turn is counted (`_count`)."""
         await self._count()
-        run = await store.queue_subagent(
+        return await store.queue_subagent(
             parent=self.session,
             task=task,
             label=label,
@@ -90,12 +92,6 @@ class SessionAgents:
             parent_run_id=self.parent_run,
             tools=self.tools,
         )
-        await self.emit(SubagentSpawned(id=str(run.pk), label=label))
-        status, text = await run_to_end(run, self.owner, self.run_recorded)
-        await self.emit(SubagentCompleted(id=str(run.pk), label=label, status=status))
-        if status != Run.Status.SUCCEEDED:
-            raise ToolError(f"the sub-agent {status}: {text}")
-        return text
 
     async def _count(self) -> None:
         """Count the sub-agent's turn against the owner's rate, or refuse to start it (past
