@@ -323,6 +323,11 @@ def answers_of(*, run_id: UUID) -> list[Approval]:
     return list(Approval.objects.filter(run_id=run_id).order_by("created", "position"))
 
 
+def anything_pending() -> bool:
+    """Whether any call anywhere waits for an answer: a read cheaper than finding whose."""
+    return Approval.objects.filter(status=Approval.Status.PENDING).exists()
+
+
 def pending_approvals(
     *, session_id: int | None = None, run_id: UUID | None = None, owner: Any = None
 ) -> QuerySet[Approval]:

@@ -18,12 +18,12 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BigIntegerField, Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from sessions_app.models import DailyUsage, Run
+from sessions_app.models import DailyUsage, Run, UserBudget
 
 TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
 ZERO = Decimal(0)
@@ -241,30 +241,29 @@ class BudgetState:
 
 
 def budget_state(*, user_id: int, site_budget: float) -> BudgetState:
-    """The user's budget (their own, else the site's `site_budget`, 0 for none) and what
-    their runs cost today, read in one query."""
-    spent_today = (
-        DailyUsage.objects.filter(owner_id=OuterRef("pk"), day=today())
-        .values("owner_id")
-        .annotate(spent=Sum("priced_cost"))
-        .values("spent")
+    """The user's budget (`budget_limit`) and what their runs cost today."""
+    return BudgetState(
+        limit=budget_limit(user_id=user_id, site_budget=site_budget),
+        spent=spent_today(user_id=user_id),
     )
-    row = (
-        User.objects.filter(pk=user_id)
-        .annotate(
-            spent=Subquery(spent_today),
-            own=F("agent_budget__daily_budget"),
-            unlimited=F("agent_budget__unlimited"),
-        )
-        .values("spent", "own", "unlimited")
-        .first()
+
+
+def budget_limit(*, user_id: int, site_budget: float) -> Decimal | None:
+    """The user's daily budget: their own, else the site's `site_budget` (0 for none); None
+    when none applies."""
+    own = (
+        UserBudget.objects.filter(user_id=user_id).values_list("daily_budget", "unlimited").first()
     )
-    if row is None:
-        return BudgetState(limit=None, spent=ZERO)
-    spent = Decimal(row["spent"] or 0)
-    if row["unlimited"]:
-        return BudgetState(limit=None, spent=spent)
-    if row["own"] is not None:
-        return BudgetState(limit=Decimal(row["own"]), spent=spent)
-    site = Decimal(str(site_budget)) if site_budget > 0 else None
-    return BudgetState(limit=site, spent=spent)
+    if own is not None:
+        daily, unlimited = own
+        if unlimited:
+            return None
+        if daily is not None:
+            return Decimal(daily)
+    return Decimal(str(site_budget)) if site_budget > 0 else None
+
+
+def spent_today(*, user_id: int) -> Decimal:
+    """What the user's runs with a known price cost since 00:00 UTC."""
+    lines = DailyUsage.objects.filter(owner_id=user_id, day=today())
+    return Decimal(lines.aggregate(spent=Sum("priced_cost"))["spent"] or 0)

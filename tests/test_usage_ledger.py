@@ -16,9 +16,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from agent.turn.spending import state_of
 from sessions_app import services
 from sessions_app.models import DailyUsage, Run, UserBudget
-from sessions_app.usage import budget_state, today
+from sessions_app.usage import BudgetState, budget_state, today
 
 pytestmark = pytest.mark.django_db
 
@@ -72,17 +73,21 @@ def test_deleting_a_conversation_does_not_give_back_what_it_cost(ada: User, sett
     assert state.spent == Decimal("1.5") and state.exceeded
 
 
-def test_a_budget_is_read_in_one_query(ada: User, django_assert_num_queries: Any) -> None:
+def test_a_budget_is_read_in_two_small_queries_and_the_ledger_only_when_one_applies(
+    ada: User, django_assert_num_queries: Any
+) -> None:
     finished_run(ada, "web:a", cost="0.5")
     finished_run(ada, "web:b", cost="0.25", model="openai/b")
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         state = budget_state(user_id=ada.pk, site_budget=2.0)
     assert (state.limit, state.spent, state.exceeded) == (Decimal(2), Decimal("0.75"), False)
     UserBudget.objects.create(user=ada, daily_budget=Decimal("0.5"))
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         assert budget_state(user_id=ada.pk, site_budget=0).exceeded
     UserBudget.objects.filter(user=ada).update(unlimited=True)
     assert budget_state(user_id=ada.pk, site_budget=0.1).limit is None
+    with django_assert_num_queries(1):  # a turn's check, for someone with no budget
+        assert state_of(ada.pk) == BudgetState(limit=None, spent=Decimal(0))
     # Yesterday's spending is yesterday's.
     DailyUsage.objects.update(day=today() - datetime.timedelta(days=1))
     assert budget_state(user_id=User.objects.create_user("bob").pk, site_budget=1).spent == 0

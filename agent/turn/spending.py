@@ -8,8 +8,9 @@ gave it. A turn that crosses the budget midway finishes the model call it is in,
 with a plain message instead of calling the model again (`TurnBudget`, which the loop asks
 between model calls). Slash commands cost nothing and always go through.
 
-Each check is one indexed query (`sessions_app.usage.budget_state`): the day's ledger lines
-of the user and their own budget. Runs of a model without a known price do not count.
+Each check reads the user's own budget (`sessions_app.usage.budget_limit`), and only when a
+budget applies the day's ledger lines: one small indexed query, or two. Runs of a model
+without a known price do not count.
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ def _renews() -> str:
 
 
 def state_of(user_id: int) -> BudgetState:
-    return usage.budget_state(user_id=user_id, site_budget=agent_settings().user_daily_budget)
+    """The user's budget, and what they spent today when one applies (else 0: unread)."""
+    limit = usage.budget_limit(user_id=user_id, site_budget=agent_settings().user_daily_budget)
+    if limit is None:
+        return BudgetState(limit=None, spent=Decimal(0))
+    return BudgetState(limit=limit, spent=usage.spent_today(user_id=user_id))
 
 
 def over_budget(

@@ -137,6 +137,9 @@ user_approve_tools = on_db(approvals.user_approve_tools)
 
 @on_db
 def pending_approvals(*, session_id: int | None = None, run_id: Any = None) -> list[Any]:
+    # Every socket that opens asks, and almost always nothing waits anywhere.
+    if not approvals.anything_pending():
+        return []
     return list(approvals.pending_approvals(session_id=session_id, run_id=run_id))
 
 
