@@ -19,9 +19,10 @@ def end_at_once() -> None:
     runs after every other exit handler (log handlers flushed, MCP servers stopped, spans
     exported) and after the threads were joined; what is left is the interpreter freeing
     its ~700 modules one object at a time, some 20 ms of every command-line turn, which the
-    operating system does at once. Files still open are flushed first, as freeing them
-    would have: the standard streams, and any the command left open (objects made since
-    start-up, a few thousand, are all `gc` still tracks once `gc.freeze` set the rest aside)."""
+    operating system does at once. Files still open are flushed first, which the teardown
+    did not even promise: the standard streams, and any the command left open (objects made
+    since start-up, a few thousand, are all `gc` still tracks once `gc.freeze` set the rest
+    aside)."""
     files = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
     left_open = [obj for obj in gc.get_objects() if type(obj) in files]
     for stream in (*left_open, sys.stdout, sys.stderr):
