@@ -32,6 +32,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agent import failures
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
+from agent.doors.joining import JoinMark
 from agent.events import (
     Earlier,
     Emit,
@@ -118,7 +119,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.session_key, self.session_id = session.key, session.pk
         self.pending: set[asyncio.Task[None]] = set()
         self.group = session_group(session.pk)
+        self.mark = JoinMark(self.channel_layer, self.group, self.channel_name, self._group_event)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.mark.send()
         self.stop_relay = listen_to_relayed()
         page = await history_page(session_id=session.pk)
         running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
@@ -140,6 +143,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.group:
+            self.mark.stop()
             self.stop_relay()
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.follower is not None:
@@ -331,6 +335,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
         Channels routes group messages of type `session.event` (`fanout.HANDLER`) here.
         """
+        if not self.mark.hold(message):
+            await self._group_event(message)
+
+    async def session_joined(self, message: dict[str, Any]) -> None:
+        """A socket's mark (`joining.JOINED`): this one's lets its group's frames through."""
+        await self.mark.came_back(message)
+
+    async def _group_event(self, message: dict[str, Any]) -> None:
         if message.get("origin") == self.channel_name:
             return
         frame = message["frame"]
