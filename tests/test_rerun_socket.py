@@ -188,11 +188,8 @@ async def test_what_cannot_be_edited_or_regenerated_is_refused(
 
 
 async def test_refused_while_a_turn_runs_in_this_tab_or_another(
-    llm: ScriptedLLM, token: str, settings: Any
+    llm: ScriptedLLM, token: str
 ) -> None:
-    # Only the stop at the end may end the turn: on a loaded machine the refusals below
-    # can take longer than the tests' usual model timeout, which would end it first.
-    settings.AGENT_LLM_TIMEOUT = 60.0
     socket = await two_turns(llm, token, "busy")
     other, _ = await open_chat("busy", token)
     first = await sync_to_async(Message.objects.filter(role="user").order_by("id").first)()
