@@ -57,7 +57,8 @@ class JoinMark:
         self.resender = asyncio.create_task(self._resend())
 
     def hold(self, message: dict[str, Any]) -> bool:
-        """Whether `message` waits (or waited, and goes) with what the mark lets through."""
+        """Keep `message` until a mark comes back; False once one has, and the caller
+        delivers it."""
         if self.held is None:
             return False
         self.held.append(message)
