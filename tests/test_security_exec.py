@@ -24,7 +24,7 @@ from agent.tools.cgroups import find_parent
 from agent.tools.guards import Workspace
 from agent.tools.sandbox import sandbox_env
 from agent.tools.shell import ExecTool
-from tests.test_tools_exec import host_processes, wait_gone
+from tests.test_tools_exec import host_processes, sleeper, wait_gone
 
 SECRET = "sk-planted-secret-4f1d9"
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,27 +178,29 @@ async def test_the_file_tools_cannot_reach_the_servers_secrets(
 
 def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
     """A server killed outright (SIGKILL, out of memory) leaves no command running."""
+    sleepers = (sleeper(3061), sleeper(3062))
     script = (
         "import asyncio\n"
         "from agent.tools.guards import Workspace\n"
         "from agent.tools import ExecTool, ToolContext\n"
         f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=60, env={{}})\n"
-        "asyncio.run(tool.execute(ToolContext.detached(), command='sleep 3061 & setsid sleep 3062 & wait'))\n"
+        "asyncio.run(tool.execute(ToolContext.detached(), "
+        f"command='{sleepers[0]} & setsid {sleepers[1]} & wait'))\n"
     )
     server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
     try:
         deadline = time.monotonic() + 10
         # The sleepers themselves, not bwrap or a shell whose arguments name them.
-        while len(host_processes("sleep 306", whole=True)) < 2:
+        while not all(host_processes(command, whole=True) for command in sleepers):
             assert time.monotonic() < deadline and server.poll() is None
             time.sleep(0.05)
     finally:
         server.kill()
         server.wait()
     deadline = time.monotonic() + 3
-    while host_processes("sleep 306") and time.monotonic() < deadline:
+    while any(map(host_processes, sleepers)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not host_processes("sleep 306")
+    assert not any(map(host_processes, sleepers))
 
 
 @pytest.mark.skipif(find_parent() is None, reason="needs a cgroup this process can make (root)")
@@ -223,31 +225,33 @@ def test_what_a_dead_server_left_in_its_cgroups_is_killed() -> None:
 
 
 async def test_a_fork_bomb_is_capped_and_cleaned_up(tools: ToolRegistry) -> None:
-    baseline = len(host_processes(""))
-    peak = baseline
+    # Every copy of the shell carries the command line that names it, wherever it ends up;
+    # what else the host runs meanwhile (the suite's other pass, say) does not.
+    marker = f"bomb {sleeper(0)}"
+    peak = 0
 
     async def watch() -> None:
         nonlocal peak
         while True:
-            peak = max(peak, len(host_processes("")))
+            peak = max(peak, len(host_processes(marker)))
             await asyncio.sleep(0.01)
 
     watcher = asyncio.create_task(watch())
     started = time.monotonic()
-    result = await run(tools, "f(){ f&f; }; f", timeout=3)
+    result = await run(tools, f"f(){{ f&f; }}; f  # {marker}", timeout=3)
     watcher.cancel()
     assert time.monotonic() - started < 6
     assert "fork" in result.lower()  # the shell reports the forks it was refused
-    # 32 processes for the bomb, a few for the sandbox itself, some slack for the host.
-    assert peak - baseline <= 32 + 10, peak - baseline
+    # At most 32 processes for the bomb and a few for the sandbox, which names it too.
+    assert peak <= 32 + 10, peak
     await asyncio.sleep(0.5)
-    assert len(host_processes("")) <= baseline + 2
+    assert not host_processes(marker)
 
 
 async def test_the_process_count_is_capped(tools: ToolRegistry) -> None:
-    result = await run(tools, "for i in $(seq 100); do sleep 3041 & done; wait")
+    result = await run(tools, f"for i in $(seq 100); do {sleeper(3041)} & done; wait")
     assert "Cannot fork" in result
-    assert await wait_gone("sleep 3041")
+    assert await wait_gone(sleeper(3041))
 
 
 async def test_limits_are_set_for_every_process(tools: ToolRegistry) -> None:

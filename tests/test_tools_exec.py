@@ -47,6 +47,16 @@ def host_processes(marker: str, *, whole: bool = False) -> list[int]:
     return found
 
 
+# This process's own: the suite may run twice at once on one host (CI's two passes), and a
+# sleeper that the other started must not count here.
+TAG = str(os.getpid())
+
+
+def sleeper(seconds: int) -> str:
+    """A sleep command that only this process's tests run: `seconds`.TAG seconds."""
+    return f"sleep {seconds}.{TAG}"
+
+
 async def wait_gone(marker: str, within: float = 3.0) -> bool:
     deadline = time.monotonic() + within
     while host_processes(marker):
@@ -118,23 +128,26 @@ async def test_working_dir_unfenced(ws: Path, tmp_path: Path) -> None:
 async def test_timeout_kills_every_process(fenced_or_not: ToolRegistry) -> None:
     started = time.monotonic()
     result = await fenced_or_not.execute(
-        "exec", {"command": "echo before; sleep 3011 & sleep 3012 & wait", "timeout": 1}
+        "exec",
+        {"command": f"echo before; {sleeper(3011)} & {sleeper(3012)} & wait", "timeout": 1},
     )
     assert time.monotonic() - started < 5
     assert result.startswith("Error: command timed out after 1 seconds (killed)")
     assert "before" in result
-    assert await wait_gone("sleep 301"), "a background sleeper survived the timeout"
+    for survivor in (sleeper(3011), sleeper(3012)):
+        assert await wait_gone(survivor), f"{survivor} survived the timeout"
 
 
 async def test_cancellation_kills_every_process(fenced_or_not: ToolRegistry) -> None:
     task = asyncio.create_task(
-        fenced_or_not.execute("exec", {"command": "sleep 3021 & sleep 3022 & wait"})
+        fenced_or_not.execute("exec", {"command": f"{sleeper(3021)} & {sleeper(3022)} & wait"})
     )
-    await wait_running("sleep 3022")
+    await wait_running(sleeper(3022))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await wait_gone("sleep 302")
+    for survivor in (sleeper(3021), sleeper(3022)):
+        assert await wait_gone(survivor), f"{survivor} survived the cancellation"
 
 
 async def test_timeout_is_clamped_to_the_configured_maximum(ws: Path) -> None:
