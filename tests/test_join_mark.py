@@ -82,9 +82,7 @@ async def test_what_was_published_before_a_socket_joined_does_not_reach_it(
     await second.disconnect()
 
 
-async def test_a_lost_mark_holds_nothing_back_for_long(
-    layer: LaggingLayer, token: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_lost_mark_holds_nothing_back_for_long(layer: LaggingLayer, token: str) -> None:
     # The first mark went out before the layer's subscription took effect.
     layer.lost_marks = {1}
     socket, _ = await open_chat("lost", token)

@@ -5,12 +5,11 @@ handlers that others registered, run."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, clean_env
+from tests.conftest import clean_env, run_manage
 
 
 @pytest.fixture
@@ -19,15 +18,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def shell(env: dict[str, str], code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_manage(env, "shell", "-v", "0", "-c", code)
 
 
 def test_output_still_in_its_buffers_reaches_the_pipe(env: dict[str, str]) -> None:
