@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -10,9 +11,33 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from agent import tool_patterns
 from cron_app import timing
 
 OWNER_NEEDED = "a cron job needs an owner: its runs are that user's turns"
+# A tool's name as a run's limit names it (`Run.tools`): no globs.
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+def validate_tools(value: Any) -> None:
+    """None (every tool), or a list of tool names."""
+    if value is None:
+        return
+    if not isinstance(value, list) or len(value) > tool_patterns.MAX_PATTERNS:
+        raise ValidationError(
+            f"give null for every tool, or a list of at most {tool_patterns.MAX_PATTERNS} "
+            'tool names such as ["read_file", "web_search"]'
+        )
+    wrong = [item for item in value if not isinstance(item, str) or not TOOL_NAME.match(item)]
+    if wrong:
+        raise ValidationError([f"{item!r} is not a tool name" for item in wrong])
+
+
+def validate_tool_patterns(value: Any) -> None:
+    """A list of tool names or globs (`exec`, `mcp_*`)."""
+    found = tool_patterns.problems(value)
+    if found:
+        raise ValidationError(found)
 
 
 class CronJob(models.Model):
@@ -52,6 +77,25 @@ class CronJob(models.Model):
     tz = models.CharField(max_length=64, default="UTC", help_text="IANA time zone of cron_expr.")
     at = models.DateTimeField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
+    # Carried from the agent's turn that scheduled the job (`agent.turn.owner_schedules`):
+    # its runs keep to the tools that turn was limited to, and what waited for a person
+    # there waits in them too, which a run with no one to ask refuses. A job made through
+    # the API or the admin carries nothing.
+    tools = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[validate_tools],
+        help_text="The only tools its runs may use, as the turn that scheduled it was limited "
+        'to, e.g. ["read_file"]; empty (null): every tool.',
+    )
+    approve_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools that waited for a person's yes in the turn that scheduled it, besides "
+        "AGENT_APPROVE_TOOLS and the owner's: its runs, with no one to ask, refuse them.",
+    )
     last_run = models.DateTimeField(null=True, blank=True)
     last_status = models.CharField(max_length=16, choices=Status.choices, blank=True)
     last_error = models.TextField(blank=True)

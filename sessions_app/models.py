@@ -196,6 +196,17 @@ class Run(models.Model):
     # What the turn may use: null, every tool its kind of turn has; a list, those tools
     # alone; false, none and no agent either (one direct generation from the model).
     tools = models.JSONField(null=True, blank=True, default=None)
+    # What waited for a person in the turn that started this one (a sub-agent's parent, the
+    # turn that scheduled a cron job, the sub-agent an announcement reports), beyond what
+    # every turn of the owner gets anyway: it waits here too, or is refused where no one can
+    # be asked (`agent.turn.approvals`).
+    approve_tools = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_tool_patterns],
+        help_text="Tools that waited for a person in the turn that started this one, besides "
+        "AGENT_APPROVE_TOOLS and the owner's: they wait in this turn too.",
+    )
     # Set by /stop or a cancel from any process; the process running the turn notices it.
     cancel_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)

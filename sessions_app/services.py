@@ -33,6 +33,8 @@ DIED_ERROR = "the process running this turn stopped before it finished"
 LOST_ERROR = "no worker started it; the one that took it may have stopped"
 # `Run.tools`: None (every tool), False (a direct generation) or the names allowed.
 RunTools = bool | list[str] | None
+# `Run.approve_tools`: what waited for a person in the turn that started the run.
+Carried = Sequence[str]
 
 
 class SessionDeleted(Exception):
@@ -126,9 +128,10 @@ def queue_run(
     model: str,
     cron_job_id: int | None = None,
     tools: RunTools = None,
+    approve_tools: Carried = (),
 ) -> Run:
     """A run that exists (and can be watched or cancelled) before its turn starts;
-    `cron_job_id`: the job it runs for."""
+    `cron_job_id`: the job it runs for; `approve_tools`: see `Run.approve_tools`."""
     _title_from(session, prompt)
     run: Run = _create(
         session,
@@ -137,6 +140,7 @@ def queue_run(
         prompt=prompt,
         model=model,
         tools=tools,
+        approve_tools=list(approve_tools),
         status=Run.Status.QUEUED,
         cron_job_id=cron_job_id,
     )
@@ -145,7 +149,14 @@ def queue_run(
 
 @transaction.atomic
 def queue_run_unless_busy(
-    *, session: Session, channel: str, prompt: str, model: str, cron_job_id: int | None = None
+    *,
+    session: Session,
+    channel: str,
+    prompt: str,
+    model: str,
+    cron_job_id: int | None = None,
+    tools: RunTools = None,
+    approve_tools: Carried = (),
 ) -> Run | None:
     """A queued run, unless the session has one that has not ended (a scheduled job that
     is still running is not started again): then None."""
@@ -157,7 +168,13 @@ def queue_run_unless_busy(
     if busy:
         return None
     return queue_run(
-        session=session, channel=channel, prompt=prompt, model=model, cron_job_id=cron_job_id
+        session=session,
+        channel=channel,
+        prompt=prompt,
+        model=model,
+        cron_job_id=cron_job_id,
+        tools=tools,
+        approve_tools=approve_tools,
     )
 
 
@@ -173,11 +190,13 @@ def queue_subagent(
     model: str,
     parent_run_id: UUID | None = None,
     tools: RunTools = None,
+    approve_tools: Carried = (),
 ) -> Run:
     """A sub-agent's run, queued in a session of its own (no history to share) that
     belongs to the parent's owner; `parent` hears how it ended. `parent_run_id`: the run
     whose turn started it; `tools`: the most it may use (a turn limited to some tools
-    starts sub-agents limited to them too)."""
+    starts sub-agents limited to them too); `approve_tools`: what waited for a person in
+    that turn, which the sub-agent, with no one to ask, is refused."""
     session = get_or_create_session(
         key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
     )
@@ -188,6 +207,7 @@ def queue_subagent(
         prompt=task,
         model=model,
         tools=tools,
+        approve_tools=list(approve_tools),
         status=Run.Status.QUEUED,
         parent=parent,
         parent_run_id=parent_run_id,

@@ -2,9 +2,15 @@
 waiting turns.
 
 Which tools wait (`gate_for`): `AGENT_APPROVE_TOOLS`, and what the turn's owner, its
-session and the skills its prompt offers add; less the tools its session answered
-"always". A turn that nobody can be asked in (a cron job's, the heartbeat's, a sub-agent's,
-an OpenAI client's) gets a refusal for such a call at once instead of waiting.
+session and the skills its prompt offers add, and what its run carries from the turn that
+started it (`carried_approvals`); less the tools its session answered "always". A turn that
+nobody can be asked in (a cron job's, the heartbeat's, a sub-agent's, an OpenAI client's)
+gets a refusal for such a call at once instead of waiting.
+
+What a turn starts carries what waited in it beyond what every turn of its owner gets
+anyway: a sub-agent's run and the turn that announces how it ended (`Run.approve_tools`),
+a job it schedules and so each of its runs (`CronJob.approve_tools`). A chat where `exec`
+waits for a yes thus never gets an `exec` run unasked by way of a sub-agent or a job.
 
 The turn that waits is a run left `waiting` with a row per call (`sessions_app.approvals`);
 answers come from any door (`answer_approval`), a call's time runs out in the worker's
@@ -103,25 +109,44 @@ def verdicts(answers: Iterable[Approval], *, timeout: int) -> Verdicts:
     return found
 
 
+def carried_approvals(
+    *, session: Session, run: Run, skill_tools: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """What waits for a person in `run`'s turn of `session` beyond what every turn of its
+    owner gets anyway (`AGENT_APPROVE_TOOLS` and the owner's own, read again for each turn):
+    the session's, the offered skills' (`skill_tools`), and what the run carries from the
+    turn that started it. The turn hands these on to whatever it starts.
+
+    The tools the session answered "always" are among them all the same: that answer was
+    a person's yes to the calls of a conversation they follow, made in front of them. A
+    sub-agent or a job runs out of their sight, later, on a task in the agent's own words,
+    where no call of it could have been the one they agreed to."""
+    return tuple(
+        dict.fromkeys(
+            [
+                *tool_patterns.parse(session.approve_tools),
+                *skill_tools,
+                *tool_patterns.parse(run.approve_tools),
+            ]
+        )
+    )
+
+
 async def gate_for(
     *,
     conf: AgentSettings,
     session: Session,
     owner_id: int | None,
-    skill_tools: Iterable[str],
+    carried: Iterable[str],
     profile: Profile,
     asks: bool = True,
 ) -> Gate | None:
-    """Which tools of the turn wait for a person; None when none does. Without `asks` (a
-    turn whose client brings a conversation of its own, which a turn that goes on after a
-    wait could not carry), such a call is refused as in a turn of no one's."""
+    """Which tools of the turn wait for a person; None when none does. `carried`: what
+    waits in it besides the operator's and the owner's (`carried_approvals`). Without
+    `asks` (a turn whose client brings a conversation of its own, which a turn that goes on
+    after a wait could not carry), such a call is refused as in a turn of no one's."""
     users = await store.user_approve_tools(user_id=owner_id) if owner_id is not None else ()
-    patterns = {
-        *conf.approve_tools,
-        *users,
-        *tool_patterns.parse(session.approve_tools),
-        *skill_tools,
-    }
+    patterns = {*conf.approve_tools, *users, *carried}
     if not patterns:
         return None
     allowed = tool_patterns.parse(session.allowed_tools)

@@ -6,6 +6,10 @@ its open sockets as a `message` frame followed by `cron_executed`. Each run coun
 its owner's turn rate (`ratelimit`); one past it, or past the owner's daily budget
 (`spending`), does not call the model: the job records it as skipped, with why, and
 nothing is delivered.
+
+A run keeps to the tools of the turn that scheduled its job (`CronJob.tools`), and is
+refused, having no one to ask, what waited for a person there (`CronJob.approve_tools`) and
+what waits in the chat it reports to: its answer lands there as the chat's own turns' do.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from agent import failures
+from agent import failures, tool_patterns
 from agent.conf import agent_settings
 from agent.events import CronExecuted
 from agent.turn import fanout, ratelimit, spending, store
@@ -80,7 +84,13 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
     run = await store.queue_run_unless_busy(
-        session=session, channel=CHANNEL, prompt=job.message, model=model, cron_job_id=job.pk
+        session=session,
+        channel=CHANNEL,
+        prompt=job.message,
+        model=model,
+        cron_job_id=job.pk,
+        tools=job.tools,
+        approve_tools=_carried(job, target),
     )
     if run is None:
         return "skipped", "", False
@@ -94,6 +104,14 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
         return LIMITED, f"skipped: {why}", False
     result = await run_recorded(run, owner=job.owner, emit=GroupSink(session.pk), reply_to=target)
     return result.status, result.text, result.delivered
+
+
+def _carried(job: CronJob, target: Session) -> tuple[str, ...]:
+    """What waits for a person in a run of `job` reporting to `target`, beyond what every
+    turn of its owner gets: read from the chat at each run, so that a tool made to wait
+    there since the job was made waits in its runs too."""
+    found = [*tool_patterns.parse(job.approve_tools), *tool_patterns.parse(target.approve_tools)]
+    return tuple(dict.fromkeys(found))
 
 
 async def report_dead_cron_runs(run_ids: Collection[UUID]) -> int:

@@ -1,9 +1,12 @@
 """The jobs of a turn's owner, as the agent's `cron` tool adds, lists and changes them
-(`ToolContext.schedules`). A job added here reports to the turn's session; when it runs is
-`cron_runs`' business."""
+(`ToolContext.schedules`). A job added here reports to the turn's session and carries the
+turn's limits: the tools it was limited to, and what waited for a person in it
+(`approvals.carried_approvals`), which its runs, with no one to ask, refuse. When it runs
+is `cron_runs`' business."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -19,11 +22,22 @@ from cron_app.models import CronJob
 
 class OwnerSchedules:
     """`ToolContext.schedules`: the jobs of the turn's owner; new ones report to the turn's
-    session."""
+    session. `tools`: the tools the turn may use (None: every one); `approve_tools`: what
+    waits for a person in it beyond what every turn of its owner gets, read as a job is
+    added."""
 
-    def __init__(self, *, owner_id: int | None, session_key: str) -> None:
+    def __init__(
+        self,
+        *,
+        owner_id: int | None,
+        session_key: str,
+        tools: list[str] | None = None,
+        approve_tools: Callable[[], Sequence[str]] = tuple,
+    ) -> None:
         self.owner_id = owner_id
         self.session_key = session_key
+        self.tools = tools
+        self.approve_tools = approve_tools
 
     async def add(
         self,
@@ -34,7 +48,12 @@ class OwnerSchedules:
         tz: str | None,
         at: str | None,
     ) -> JobInfo:
-        fields: dict[str, Any] = {"message": message, "session": self.session_key}
+        fields: dict[str, Any] = {
+            "message": message,
+            "session": self.session_key,
+            "tools": self.tools,
+            "approve_tools": list(self.approve_tools()),
+        }
         if every_seconds:
             fields.update(kind=CronJob.Kind.EVERY, every_seconds=every_seconds)
         elif cron_expr:

@@ -28,7 +28,7 @@ from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.hooks import TurnHooks
 from agent.turn import consolidation, live, store, waiting
-from agent.turn.approvals import gate_for
+from agent.turn.approvals import carried_approvals, gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
@@ -105,6 +105,9 @@ class TurnRunner:
             numbered=resuming.last_seq if resuming else 0,
         )
         self.profile = profile_for(run.channel)
+        # What waits for a person here beyond what every turn of the owner gets, which the
+        # sub-agents and jobs the turn starts carry; the offered skills' join it once read.
+        self.carried = carried_approvals(session=session, run=run)
         self.owner = owner
         owner_id = owner.pk if owner else None
         # Every turn of a user, whichever door or job started it, works in their folder.
@@ -125,6 +128,7 @@ class TurnRunner:
             if hooks
             else None
         )
+        limited = list(self.allowed) if isinstance(self.allowed, tuple) else None
         self.ctx = ToolContext(
             session_key=session.key,
             channel=run.channel,
@@ -140,10 +144,16 @@ class TurnRunner:
                 model=model,
                 run_recorded=run_recorded,
                 parent_run=run.pk,
-                tools=list(self.allowed) if isinstance(self.allowed, tuple) else None,
+                tools=limited,
                 spent=self._spent,
+                approve_tools=lambda: self.carried,
             ),
-            schedules=OwnerSchedules(owner_id=owner_id, session_key=session.key)
+            schedules=OwnerSchedules(
+                owner_id=owner_id,
+                session_key=session.key,
+                tools=limited,
+                approve_tools=lambda: self.carried,
+            )
             if self.profile.schedules
             else None,
             workspace=Workspace(self.folder, restrict=conf.restrict_to_workspace),
@@ -271,6 +281,11 @@ class TurnRunner:
             skills = await store.offered_skills(
                 workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
             )
+            self.carried = carried_approvals(
+                session=self.session,
+                run=self.run,
+                skill_tools=[name for skill in skills for name in skill.approve_tools],
+            )
             system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
             # A turn that goes on after a wait keeps the clock its user's message had.
             now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
@@ -297,7 +312,7 @@ class TurnRunner:
                 conf=self.conf,
                 session=self.session,
                 owner_id=self.ctx.owner_id,
-                skill_tools=[name for skill in skills for name in skill.approve_tools],
+                carried=self.carried,
                 profile=self.profile,
                 asks=self.options.history is None,
             ),

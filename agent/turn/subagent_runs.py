@@ -2,7 +2,9 @@
 ended told to the session that started it (`announce_subagent`), a frame for its sockets and, unless
 it was stopped, a short turn on the `system` channel in which the agent tells the user what
 came of it. That turn counts against the owner's turn rate; past it, or past the owner's
-daily budget, the sub-agent's answer is posted as it gave it.
+daily budget, the sub-agent's answer is posted as it gave it. It keeps to the tools the
+sub-agent was limited to (the turn's that started it), and what waited for a person there
+waits in it too: it runs in that turn's chat, where a person can be asked.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from agent.events import SubagentCompleted
 from agent.turn import fanout, ratelimit, spending, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
-from agent.turn.refusals import TurnError
-from agent.turn.service import SessionRef, run_recorded, run_turn
+from agent.turn.service import run_recorded
 from agent.turn.subagents import RESULT_CHARS, SYSTEM_CHANNEL, run_to_end
 from sessions_app.models import Run
+from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +74,19 @@ async def announce_subagent(run_id: UUID) -> None:
         label=run.label or "task", task=run.prompt[:RESULT_CHARS], status=run.status, result=result
     )
     try:
-        await run_turn(
-            SessionRef(parent.key, parent.owner, parent.pk),
-            content,
+        # Recorded first with what the sub-agent carried, as every turn the agent starts
+        # on its own is: the turn keeps to it wherever it runs, and goes on after a wait.
+        told = await store.queue_run(
+            session=parent,
             channel=SYSTEM_CHANNEL,
-            emit=GroupSink(parent.pk),
+            prompt=content,
+            model="",
+            tools=run.tools,
+            approve_tools=run.approve_tools,
         )
-    except TurnError as exc:  # the parent was deleted, or has no model any more
-        logger.info("could not announce sub-agent %s to %s: %s", run_id, parent.key, exc)
+    except SessionDeleted:
+        logger.info("could not announce sub-agent %s: %s was deleted", run_id, parent.key)
+        return
+    # A turn that cannot start (the parent deleted meanwhile, no model any more) ends
+    # failed on its record, with why.
+    await run_recorded(told, owner=owner, emit=GroupSink(parent.pk))

@@ -2,7 +2,9 @@
 
 A sub-agent runs as a turn of its own session (`subagent:<id>`, the parent's owner's) on the
 sub-agent profile: a registry without `message`, `spawn`, `cron` and `subagent`, a prompt
-of its own, no history, and `AGENT_SUBAGENT_MAX_ITERATIONS`. Its run record names the
+of its own, no history, and `AGENT_SUBAGENT_MAX_ITERATIONS`. It keeps to the tools the
+parent turn was limited to, and is refused the tools that waited for a person there
+(`approvals.carried_approvals`): no one is there to ask. Its run record names the
 session that started it (`Run.parent`), so `/stop` there stops it too, and how it ended
 is announced there (`subagent_runs`): a `subagent_completed` frame, then a short turn on
 the `system` channel in which the agent tells the user what came of it.
@@ -18,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from django.contrib.auth.models import User
 
-from agent import jobs
+from agent import jobs, tool_patterns
 from agent.events import Emit, SubagentCompleted, SubagentSpawned, discard
 from agent.tools import ToolError
 from agent.turn import ratelimit, spending, store
@@ -52,6 +54,7 @@ class SessionAgents:
         parent_run: UUID | None = None,
         tools: list[str] | None = None,
         spent: Callable[[], float] | None = None,
+        approve_tools: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.session = session
         # The run of the turn that starts them: each sub-agent's run links to it.
@@ -64,6 +67,11 @@ class SessionAgents:
         self.tools = tools
         # What the starting turn has cost so far, which counts against the owner's budget.
         self.spent = spent
+        # What waits for a person in the starting turn beyond what every turn of the owner
+        # gets (`approvals.carried_approvals`), the session's own when not given: read as
+        # a sub-agent starts, since the turn knows it in full only once it has read the
+        # skills it offers.
+        self.approve_tools = approve_tools or (lambda: tool_patterns.parse(session.approve_tools))
 
     async def spawn(self, task: str, label: str) -> str:
         run = await self._queue(task, label)
@@ -91,6 +99,7 @@ class SessionAgents:
             model=self.model,
             parent_run_id=self.parent_run,
             tools=self.tools,
+            approve_tools=self.approve_tools(),
         )
 
     async def _count(self) -> None:
