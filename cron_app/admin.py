@@ -1,6 +1,9 @@
 """Cron jobs in the admin. Every write goes through the model's rules (a job needs an owner:
 the admin who adds one, unless another is picked): a save re-plans `next_run` when the
-timing changed, which the dispatchers then keep to; the actions go through the services."""
+timing changed, which the dispatchers then keep to; the actions go through the services.
+
+The limits a job carries from the agent's turn that scheduled it (`tools`, `approve_tools`)
+are staff's to change here, and only here: the API shows them read-only."""
 
 from __future__ import annotations
 
@@ -18,12 +21,13 @@ from cron_app.models import SCHEDULE_FIELDS, CronJob
 
 EDITABLE = ("owner", "name", "message", "session", "enabled")
 SCHEDULE = ("kind", "every_seconds", "cron_expr", "tz", "at")
+CARRIED = ("tools", "approve_tools")
 
 
 class CronJobForm(forms.ModelForm):
     class Meta:
         model = CronJob
-        fields = (*EDITABLE, *SCHEDULE)
+        fields = (*EDITABLE, *SCHEDULE, *CARRIED)
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
@@ -34,6 +38,11 @@ class CronJobForm(forms.ModelForm):
             # row stays locked until the job is saved.
             services.make_room(owner_id=owner.pk, moving=None if adding else self.instance.pk)
         return cleaned
+
+    def clean_approve_tools(self) -> Any:
+        # Left empty: nothing carried, as a new job has it, rather than a JSON null.
+        value = self.cleaned_data.get("approve_tools")
+        return [] if value is None else value
 
     def timing_changed(self) -> bool:
         return bool(SCHEDULE_FIELDS & set(self.changed_data))
@@ -59,6 +68,15 @@ class CronJobAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": EDITABLE}),
         ("Schedule", {"fields": SCHEDULE}),
+        (
+            "Carried from the turn that scheduled it",
+            {
+                "fields": CARRIED,
+                "description": "What the agent's turn that made this job was limited to, "
+                "which its runs keep to. A job made here or through the API carries "
+                "nothing: every tool, and nothing waits besides what waits anyway.",
+            },
+        ),
         ("Runs", {"fields": readonly_fields}),
     )
     actions = ("run_now", "enable", "disable")

@@ -1,6 +1,13 @@
 """`/api/cron-jobs`: your scheduled jobs. Each runs `message` as a turn of the agent on its
 schedule (`every` so many seconds, a five-field `cron` expression in its time zone, or once
-`at` a time) and delivers the answer to the session `session` names."""
+`at` a time) and delivers the answer to the session `session` names.
+
+A job the agent scheduled carries the limits of the turn that did it: `tools` and
+`approve_tools`, which its runs keep to. They are read-only here. They record what a
+person allowed that turn, a task limited to some tools or a chat where some tool waits for
+their yes; an edit of the job's message or timing must not undo them on the way, nor a
+script holding the token that limited the task. A person who wants a job without them
+makes one here, which carries nothing; staff may change them in the admin."""
 
 from __future__ import annotations
 
@@ -23,8 +30,30 @@ from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, validate_content
 from cron_app import selectors, services, timing
 from cron_app.models import CronJob
 
+# The carried limits, as a job made through the API has them.
+CARRIED: dict[str, Any] = {"tools": None, "approve_tools": []}
+CARRIED_FIXED = (
+    "is what the agent's turn that scheduled this job was limited to, which its runs keep "
+    "to: it is not changed through the API (staff may change it in the admin); leave it "
+    "out, or send it as it is"
+)
+
 
 class CronJobOut(serializers.ModelSerializer):
+    tools = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        read_only=True,
+        help_text="The only tools its runs may use: those the agent's turn that scheduled it "
+        "was limited to (a task's `tools`); null, every tool. Read-only.",
+    )
+    approve_tools = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Tools that waited for your yes in the agent's turn that scheduled it "
+        "(its chat's, its skills'): its runs, with no one to ask, refuse them, as they "
+        "refuse those that wait in the chat `session` names. Read-only.",
+    )
     # Declared: a read-only field made from the model's choices would leave out the blank.
     last_status = serializers.ChoiceField(
         choices=CronJob.Status.choices,
@@ -46,6 +75,8 @@ class CronJobOut(serializers.ModelSerializer):
             "tz",
             "at",
             "enabled",
+            "tools",
+            "approve_tools",
             "last_run",
             "last_status",
             "last_error",
@@ -117,6 +148,7 @@ class CronJobIn(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        self._keep_carried()
         at = attrs.get("at")
         if at is not None and timezone.is_naive(at):
             # As the agent's own cron tool reads it: in the zone the job is given or has.
@@ -129,6 +161,20 @@ class CronJobIn(serializers.Serializer):
             except OverflowError:
                 raise serializers.ValidationError({"at": ["is out of range"]}) from None
         return attrs
+
+    def _keep_carried(self) -> None:
+        """Refuse a change of the carried limits, which are read-only; the same values sent
+        back (a job read, changed elsewhere and put back whole) pass."""
+        sent = self.initial_data
+        if not hasattr(sent, "get"):
+            return
+        wrong = {}
+        for name, default in CARRIED.items():
+            kept = getattr(self.instance, name) if self.instance is not None else default
+            if name in sent and sent.get(name) != kept:
+                wrong[name] = [CARRIED_FIXED]
+        if wrong:
+            raise serializers.ValidationError(wrong)
 
 
 def _job(request: Request, job_id: int) -> CronJob:
