@@ -2,9 +2,10 @@
 conversation it continues when the door's client brings its own, the client's instructions,
 and generation settings of its own.
 
-The tools are recorded with the run (`Run.tools`), so that a queued turn and the sub-agents
-a turn starts keep to them wherever they run; the rest lives as long as the call that runs
-the turn, as the conversation a client sends with each request does.
+The tools are recorded with the run (`Run.tools`), so that a queued turn keeps to them
+wherever it runs, and so does what the turn starts: its sub-agents and the turn that
+announces each, and the jobs it schedules (`CronJob.tools`). The rest lives as long as the
+call that runs the turn, as the conversation a client sends with each request does.
 """
 
 from __future__ import annotations

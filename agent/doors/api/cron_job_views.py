@@ -3,11 +3,12 @@ schedule (`every` so many seconds, a five-field `cron` expression in its time zo
 `at` a time) and delivers the answer to the session `session` names.
 
 A job the agent scheduled carries the limits of the turn that did it: `tools` and
-`approve_tools`, which its runs keep to. They are read-only here. They record what a
-person allowed that turn, a task limited to some tools or a chat where some tool waits for
-their yes; an edit of the job's message or timing must not undo them on the way, nor a
-script holding the token that limited the task. A person who wants a job without them
-makes one here, which carries nothing; staff may change them in the admin."""
+`approve_tools`, which its runs keep to. They are read-only here, and a request that would
+change them is refused rather than quietly ignored. They record what a person allowed that
+turn (a task limited to some tools, a chat where some tool waits for their yes), and an
+edit of the job's message or timing must not undo them on the way. They hold the agent to
+the person's word, not the person: one who wants a job without them makes one here, which
+carries nothing, in the open; staff may change them in the admin."""
 
 from __future__ import annotations
 
