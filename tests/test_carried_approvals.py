@@ -19,7 +19,7 @@ from cron_app import dispatch
 from cron_app import services as job_services
 from cron_app.models import CronJob
 from sessions_app import services
-from sessions_app.models import Run
+from sessions_app.models import Approval, Run
 from tests.conftest import folder_of
 from tests.jobs import hold_queue
 from tests.llm_server import ScriptedLLM
@@ -172,3 +172,26 @@ async def test_a_jobs_run_is_refused_what_waits_in_the_chat_it_reports_to(
     assert not (folder_of(workspace, "ada") / "job.txt").exists()
     assert tool_results(llm.requests[1]) == [REFUSED]
     assert (await run_on("cron")).approve_tools == ["exec"]
+
+
+async def test_the_announcing_turn_asks_in_the_chat_for_what_waited_when_it_spawned(
+    llm: ScriptedLLM, ada: User, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = hold_queue(monkeypatch)
+    await chat_where_exec_waits("web:c6", ada)
+    llm.tool_call("spawn", {"task": "Look around", "label": "looker"}).reply("Started.")
+    await run_turn(SessionRef("web:c6", ada), "look around later", channel="web")
+    # The chat lets exec run again: what the sub-agent carries still waits for a yes.
+    await chat_where_exec_waits_no_more("web:c6", ada)
+
+    llm.reply("Nothing to see.")  # the sub-agent
+    llm.tool_call("exec", {"command": "touch told.txt"})  # the announcing turn
+    assert await queue.run_all() == ["succeeded"]
+
+    told = await run_on("system", session__key="web:c6")
+    assert told.status == "waiting"  # for a person in the chat, not refused
+    pending = await sync_to_async(list)(
+        Approval.objects.filter(run=told).values_list("name", "status")
+    )
+    assert pending == [("exec", "pending")]
+    assert not (folder_of(workspace, "ada") / "told.txt").exists()
