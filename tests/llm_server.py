@@ -123,15 +123,24 @@ class ScriptedLLM:
         return self.tool_calls([(name, arguments)], text=text, **kw)
 
     def tool_calls(
-        self, calls: list[tuple[str, dict[str, Any] | str]], *, text: str = "", **kw: Any
+        self,
+        calls: list[tuple[str, dict[str, Any] | str]],
+        *,
+        text: str = "",
+        ids: list[str] | None = None,
+        **kw: Any,
     ) -> ScriptedLLM:
+        """Calls in one answer. `ids` gives them ids of the test's choosing (the same id
+        twice, as some servers send); each is otherwise a fresh `call_<n>`. Arguments given
+        as a dict are JSON-encoded here, so that a lone surrogate or a NUL in them travels
+        as a JSON escape (`"\\udc80"`), as a model sends it."""
         specs = [
             {
-                "id": f"call_{next(self._ids)}",
+                "id": ids[position] if ids is not None else f"call_{next(self._ids)}",
                 "name": name,
                 "arguments": args if isinstance(args, str) else json.dumps(args),
             }
-            for name, args in calls
+            for position, (name, args) in enumerate(calls)
         ]
         return self._push(Step("tools", text=text, tool_calls=specs, **kw))
 

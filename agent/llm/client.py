@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.cleantext import clean_arguments, clean_text
 from agent.llm import litellm_adapter, model_table, wire
 from agent.llm.error_kinds import LLMError, classify
 
@@ -100,9 +101,11 @@ class LLMResponse:
 class ToolCallAssembler:
     """Joins streamed tool-call fragments into whole calls.
 
-    Fragments are matched by index, but providers differ: some omit the index, some send
-    every call at index 0 with a fresh id. A new id always starts a new call; a fragment
-    with neither a known index nor an id continues the last call.
+    Fragments are joined by index, as OpenAI sends them: two calls at different indexes
+    stay two calls even when they carry the same id, which `calls` then makes unique. But
+    providers differ: some omit the index, some send every call at index 0 with a fresh id.
+    A fresh id at a known index starts a new call; without an index, a fragment continues
+    the call of its id, or the last call when it has none.
     """
 
     def __init__(self) -> None:
@@ -117,12 +120,14 @@ class ToolCallAssembler:
         name = _get(function, "name") or ""
         arguments = _get(function, "arguments") or ""
 
-        call = self._by_id.get(call_id) if call_id else None
-        if call is None and index is not None:
+        call = None
+        if index is not None:
             known = self._by_index.get(index)
             if known is not None and not (call_id and known["id"] and known["id"] != call_id):
                 call = known
-        if call is None and not call_id and index is None and self._calls:
+        elif call_id:
+            call = self._by_id.get(call_id)
+        elif self._calls:
             call = self._calls[-1]
         if call is None:
             call = {"id": call_id, "name": "", "arguments": ""}
@@ -131,19 +136,50 @@ class ToolCallAssembler:
             self._by_index[index] = call
         if call_id:
             call["id"] = call_id
-            self._by_id[call_id] = call
+            self._by_id.setdefault(call_id, call)
         if name and not call["name"].endswith(name):
             call["name"] += name
         call["arguments"] += arguments
 
     def calls(self) -> list[ToolCall]:
+        """The whole calls, in order, their text cleaned (`agent.cleantext`) and each id
+        unique: the results are matched to the calls by id, here and by the provider."""
         result = []
+        taken: set[str] = set()
         for position, call in enumerate(self._calls):
             if not call["name"]:
                 continue
-            call_id = call["id"] or f"call_{position}_{int(time.time() * 1000)}"
-            result.append(ToolCall(id=call_id, name=call["name"], arguments=call["arguments"]))
+            call_id = clean_text(call["id"]) or f"call_{position}_{int(time.time() * 1000)}"
+            if call_id in taken:
+                call_id = _unique(call_id, taken)
+            taken.add(call_id)
+            result.append(
+                ToolCall(
+                    id=call_id,
+                    name=clean_text(call["name"]),
+                    arguments=clean_arguments(call["arguments"]),
+                )
+            )
         return result
+
+
+def _unique(call_id: str, taken: set[str]) -> str:
+    """`call_id` with the first suffix `_2`, `_3`, ... that no other call of the answer has:
+    letters, digits and underscores, which every provider takes in an id."""
+    number = 2
+    while f"{call_id}_{number}" in taken:
+        number += 1
+    return f"{call_id}_{number}"
+
+
+def _cleaned(error: LLMError) -> LLMError:
+    """`error` with its words cleaned (`agent.cleantext`): a provider's error message is
+    text from outside too, which a run's record stores and a user reads."""
+    said = str(error)
+    if clean_text(said) is not said:
+        error.args = (clean_text(said), *error.args[1:])
+    error.detail = clean_text(error.detail)
+    return error
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -188,11 +224,14 @@ class LLM:
         async def once() -> LLMResponse:
             try:
                 return await self._stream_once(messages, tools, on_text, on_reasoning, tool_choice)
-            except (asyncio.CancelledError, LLMError):
+            except asyncio.CancelledError:
+                raise
+            except LLMError as error:
+                _cleaned(error)
                 raise
             except Exception as exc:  # every failure is classified; none escapes raw
                 sort = classify if self.wire is not None else litellm_adapter.classify
-                raise sort(exc) from exc
+                raise _cleaned(sort(exc)) from exc
 
         try:
             return await once()
@@ -287,13 +326,18 @@ class LLM:
                         continue
                     # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
                     # reasoning.
+                    # Each piece is cleaned (`agent.cleantext`) before anyone sees it, so
+                    # that what streams joins up to exactly the text that is kept.
                     piece = _get(delta, "reasoning_content") or _get(delta, "reasoning")
                     if piece and isinstance(piece, str):
+                        piece = clean_text(piece)
                         reasoning.append(piece)
                         if on_reasoning is not None:
                             await on_reasoning(piece)
                     piece = _get(delta, "content")
                     if piece:
+                        if isinstance(piece, str):
+                            piece = clean_text(piece)
                         text.append(piece)
                         if on_text is not None:
                             await on_text(piece)

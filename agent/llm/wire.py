@@ -289,7 +289,9 @@ def _finishes(chunk: Chunk) -> bool:
 def _event(payload: bytes) -> Chunk:
     """One event's JSON; the server's error if it is one."""
     try:
-        value = json.loads(payload)
+        # Bytes that are not UTF-8 (a server that cut a character in two) become U+FFFD
+        # rather than spoiling the whole answer; what is left to clean, `client` cleans.
+        value = json.loads(payload.decode("utf-8", "replace"))
     except ValueError as exc:
         text = payload[:200].decode(errors="replace")
         raise MalformedStream(f"the model sent something that is not JSON: {text!r}") from exc

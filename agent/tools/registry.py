@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from agent import failures
+from agent.cleantext import clean_text, clean_value
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.hooks import HookBlocked, blocked_text
 
@@ -132,7 +133,14 @@ class ToolRegistry:
         self, name: str, arguments: dict[str, Any] | str | None, ctx: ToolContext | None = None
     ) -> str:
         """Run tool ``name`` with ``arguments`` (a dict or a JSON object string) in the turn
-        of ``ctx``; without one, outside any turn."""
+        of ``ctx``; without one, outside any turn. What comes back is clean text
+        (`agent.cleantext`): every tool's result enters the turn here, whatever the tool read
+        (a command's output, a web page, an MCP server's answer, a hook's replacement)."""
+        return clean_text(await self._execute(name, arguments, ctx))
+
+    async def _execute(
+        self, name: str, arguments: dict[str, Any] | str | None, ctx: ToolContext | None
+    ) -> str:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "(none)"
@@ -141,6 +149,13 @@ class ToolRegistry:
         args, problem = _parse_arguments(arguments)
         if problem is not None:
             return f"Error: arguments for '{name}' are not valid JSON: {problem}"
+        # The model's arguments come cleaned from the model's client; these are whatever a
+        # caller passed, and a NUL or a lone surrogate is refused by the system calls and
+        # encoders the tools use.
+        try:
+            args = clean_value(args)
+        except RecursionError:
+            return f"Error: arguments for '{name}' are nested too deeply; send a flatter object."
         invalid = self._invalid(tool, args)
         if invalid is not None:
             return invalid
@@ -152,9 +167,11 @@ class ToolRegistry:
         # The operator's hooks see calls the schema allows, and what they pass on must be
         # allowed too.
         try:
-            hooked = await hooks.before_tool(name, args)
+            hooked = clean_value(await hooks.before_tool(name, args))
         except HookBlocked as exc:
             return blocked_text(str(exc))
+        except RecursionError:
+            return f"Error: arguments for '{name}' are nested too deeply (as a hook rewrote them)."
         if hooked is not args:
             invalid = self._invalid(tool, hooked, "as a hook rewrote them")
             if invalid is not None:
