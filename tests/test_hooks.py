@@ -222,7 +222,10 @@ def test_a_hook_past_its_timeout_is_killed_with_its_children_and_the_turn_goes_o
 
     assert time.monotonic() - started < 15
     assert (result.status, result.text) == ("succeeded", "Done.")
-    assert (folder_of(workspace) / "a.txt").read_text() == "still here"
+    # A guard that did not answer in time let nothing through.
+    [seen] = tool_results(llm.requests[1])
+    assert seen.startswith("Error: blocked by hook: the operator's check of write_file calls")
+    assert not (folder_of(workspace) / "a.txt").exists()
     hook_pid, child_pid = (int(pid) for pid in pids.read_text().split())
     deadline = time.monotonic() + 5
     while (alive(hook_pid) or alive(child_pid)) and time.monotonic() < deadline:
@@ -231,17 +234,19 @@ def test_a_hook_past_its_timeout_is_killed_with_its_children_and_the_turn_goes_o
 
 
 @pytest.mark.usefixtures("agent_settings")
-def test_a_failing_or_babbling_hook_lets_the_call_pass_and_an_after_hook_replaces_the_result(
+def test_failing_hooks_marked_allow_let_the_call_pass_and_an_after_hook_replaces_the_result(
     workspace: Path, llm: ScriptedLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "scripts"
+    fail, babble = script(folder, "fail.py", FAIL), script(folder, "babble.py", BABBLE)
+    allow = {"match": "write_file", "on_error": "allow"}
     hooks_file(
         workspace / "hooks.json",
         {
             "before_tool": [
-                {"match": "write_file", "command": [PY, script(folder, "fail.py", FAIL)]},
-                {"match": "write_file", "command": [PY, script(folder, "babble.py", BABBLE)]},
-                {"match": "write_file", "command": [str(folder / "no-such-program")]},
+                {**allow, "command": [PY, fail]},
+                {**allow, "command": [PY, babble]},
+                {**allow, "command": [str(folder / "no-such-program")]},
             ],
             "after_tool": [{"match": "write_file", "command": [PY, script(folder, "s.py", STAMP)]}],
         },

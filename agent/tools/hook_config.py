@@ -23,7 +23,10 @@ TOOL_EVENTS = ("before_tool", "after_tool")
 TURN_EVENTS = ("turn_start", "turn_end")
 EVENTS = (*TOOL_EVENTS, *TURN_EVENTS)
 DEFAULT_TIMEOUT = 10.0
-_KEYS = {"match", "command", "timeout"}
+# What a before_tool hook that cannot answer does to the call: blocks it (the default: a
+# guard that fails open is no guard), or lets it pass.
+ON_ERROR = ("block", "allow")
+_KEYS = {"match", "command", "timeout", "on_error"}
 
 HookFunction = Callable[[dict[str, Any]], Any]
 
@@ -39,6 +42,8 @@ class CommandHook:
     timeout: float
     cwd: Path
     label: str  # where the file declares it, for the log: "before_tool[0]"
+    # A before_tool hook's, when it cannot run or answer: "block" the call or "allow" it.
+    on_error: str = "block"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,7 @@ def _command(entry: Any, event: str, label: str, cwd: Path) -> CommandHook:
         raise ValueError(f"must be an object with a command, not {_kind(entry)}")
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} (use match, command, timeout)")
+        raise ValueError(f"unknown key {unknown[0]!r} (use match, command, timeout, on_error)")
     match = entry.get("match", "*")
     if event in TURN_EVENTS and "match" in entry:
         raise ValueError("match is for before_tool and after_tool; a turn has no tool")
@@ -144,7 +149,15 @@ def _command(entry: Any, event: str, label: str, cwd: Path) -> CommandHook:
     timeout = entry.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ValueError(f"timeout must be a number of seconds above 0, not {timeout!r}")
-    return CommandHook(event, _argv(entry.get("command")), match, float(timeout), cwd, label)
+    on_error = entry.get("on_error", "block")
+    if "on_error" in entry and event != "before_tool":
+        raise ValueError(
+            "on_error is for before_tool: other hooks that fail are logged and never block"
+        )
+    if on_error not in ON_ERROR:
+        raise ValueError(f'on_error must be "block" or "allow", not {on_error!r}')
+    argv = _argv(entry.get("command"))
+    return CommandHook(event, argv, match, float(timeout), cwd, label, on_error)
 
 
 def _argv(command: Any) -> tuple[str, ...]:

@@ -3,21 +3,31 @@ change or block them) and its start and end.
 
 A hook runs in the operator's trust, outside the agent's sandbox: a command of the hooks
 file is the operator's own argv, started without a shell, in its own process group, from
-the file's folder, with the event as one JSON object on standard input; nothing of the
-model's reaches it but through that object. It answers with its exit status and standard
-output:
+the file's folder, with the event as one JSON object on standard input (clean UTF-8 that
+always encodes: `agent.cleantext`); nothing of the model's reaches it but through that
+object. It answers with its exit status and standard output:
 
 - exit 0 lets the call pass; `{"arguments": {…}}` (before a tool) or `{"result": "…"}`
   (after it) printed on standard output replaces them;
 - exit 2 blocks the tool: its standard error reaches the model as
   `Error: blocked by hook: …` (after a tool, that text replaces the result);
-- anything else (another status, output that is not such an object, a command that cannot
-  start, a hook past its timeout, which is then killed with its children) is logged and
-  lets the call pass.
+- a hook that cannot answer (a command that cannot start, a hook past its timeout, which
+  is then killed with its children, another exit status, output that is not a JSON object,
+  `arguments` that are not an object) is logged, and then:
+  - before a tool, it blocks the call: the model reads `Error: blocked by hook: …` saying
+    that the check could not run. A guard that fails open is no guard: a deny list whose
+    hook crashes on some input would let exactly that input through. The operator may mark
+    a hook `"on_error": "allow"` in the hooks file (its default is `"block"`) when the call
+    should go on without it, such as an audit log that is nice to have;
+  - after a tool and at a turn's start or end, where a hook watches and cannot stop what
+    has happened, the call or turn goes on.
 
-A Python function gets the same object and answers the same way: None passes, a dict with
-`arguments`/`result` replaces, `HookBlocked(reason)` blocks; any other exception is logged
-and passes.
+A Python function (`AGENT_HOOKS`) gets the same object and answers the same way: None
+passes, a dict with `arguments`/`result` replaces, `HookBlocked(reason)` blocks. One that
+raises anything else, runs past the timeout or returns something else has failed as a
+command can: before a tool, that blocks the call. Functions have no per-hook options, so
+they always fail closed there; a function that should never stop a call catches its own
+errors and returns None.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import os
 import signal
 from typing import Any
 
+from agent.cleantext import clean_value
 from agent.tools.hook_config import (
     DEFAULT_TIMEOUT,
     TOOL_EVENTS,
@@ -52,6 +63,16 @@ _REAP_TIMEOUT = 2.0
 class HookBlocked(Exception):
     """Raised by a hook function to block the tool call; its message reaches the model as
     `Error: blocked by hook: <message>`."""
+
+
+class HookFailed(Exception):
+    """A hook that could not run or answer. `why` says how in a few words that may reach
+    the model (no paths, no output of the hook's); `detail` is for the log."""
+
+    def __init__(self, why: str, detail: str = "") -> None:
+        super().__init__(why)
+        self.why = why
+        self.detail = detail or why
 
 
 def blocked_text(reason: str) -> str:
@@ -85,13 +106,22 @@ class TurnHooks:
         `HookBlocked` when one blocks the call."""
         for hook in self._hooks("before_tool", tool):
             event = self._event("before_tool", tool=tool, arguments=arguments)
-            answer = await _ask(hook, event)
-            if answer is None or "arguments" not in answer:
-                continue
-            if isinstance(answer["arguments"], dict):
-                arguments = answer["arguments"]
-            else:
-                _bad_output(hook, "its arguments are not an object")
+            try:
+                answer = await _ask(hook, event)
+                if answer is None or "arguments" not in answer:
+                    continue
+                if not isinstance(answer["arguments"], dict):
+                    raise HookFailed("its arguments are not an object")
+            except HookFailed as failure:
+                if isinstance(hook, CommandHook) and hook.on_error == "allow":
+                    _failed(hook, failure, "the call goes on (on_error is allow)")
+                    continue
+                _failed(hook, failure, "the call is blocked")
+                raise HookBlocked(
+                    f"the operator's check of {tool} calls could not run ({failure.why}), "
+                    "so this call was not made"
+                ) from None
+            arguments = answer["arguments"]
         return arguments
 
     async def after_tool(self, tool: str, arguments: dict[str, Any], result: str) -> str:
@@ -103,12 +133,15 @@ class TurnHooks:
                 answer = await _ask(hook, event)
             except HookBlocked as exc:
                 return blocked_text(str(exc))
+            except HookFailed as failure:
+                _failed(hook, failure, "the result goes on")
+                continue
             if answer is None or "result" not in answer:
                 continue
             if isinstance(answer["result"], str):
                 result = answer["result"]
             else:
-                _bad_output(hook, "its result is not a string")
+                _failed(hook, HookFailed("its result is not a string"), "the result goes on")
         return result
 
     async def turn_start(self, content: str) -> None:
@@ -126,6 +159,8 @@ class TurnHooks:
                 await _ask(hook, self._event(name, **fields))
             except HookBlocked as exc:
                 logger.info("%s hook %s blocked, which it cannot: %s", name, _name(hook), exc)
+            except HookFailed as failure:
+                _failed(hook, failure, "the turn goes on")
 
     def _hooks(self, event: str, tool: str | None) -> list[CommandHook | FunctionHook]:
         commands = [
@@ -141,17 +176,20 @@ class TurnHooks:
 
 async def _ask(hook: CommandHook | FunctionHook, event: dict[str, Any]) -> dict[str, Any] | None:
     """What `hook` answered to `event`: None to let it pass, else the object it gave.
-    Raises `HookBlocked` when it blocks, and nothing else but a cancellation: a hook that
-    fails lets the call pass."""
+    Raises `HookBlocked` when it blocks, `HookFailed` when it could not run or answer, and
+    nothing else but a cancellation."""
     try:
         if isinstance(hook, CommandHook):
             return await _ask_command(hook, event)
         return await _ask_function(hook, event)
-    except HookBlocked:
+    except (HookBlocked, HookFailed):
         raise
-    except Exception:
-        logger.exception("hook %s failed; the call goes on", _name(hook))
-        return None
+    except Exception as exc:
+        if isinstance(hook, FunctionHook):
+            logger.exception("hook %s raised", hook.path)
+            raise HookFailed("it raised an error") from exc
+        logger.exception("hook %s failed", _name(hook))
+        raise HookFailed("it failed") from exc
 
 
 async def _ask_function(hook: FunctionHook, event: dict[str, Any]) -> dict[str, Any] | None:
@@ -170,50 +208,42 @@ async def _ask_function(hook: FunctionHook, event: dict[str, Any]) -> dict[str, 
     except TimeoutError:
         if not limit.expired():
             raise  # its own, not ours
-        logger.warning("hook %s took over %g s; the call goes on", hook.path, DEFAULT_TIMEOUT)
-        return None
+        raise HookFailed(f"it took over {DEFAULT_TIMEOUT:g} s") from None
     if answer is None or isinstance(answer, dict):
         return answer
-    _bad_output(hook, f"it returned {type(answer).__name__}, not a dict or None")
-    return None
+    raise HookFailed(f"it returned {type(answer).__name__}, not a dict or None")
 
 
 async def _ask_command(hook: CommandHook, event: dict[str, Any]) -> dict[str, Any] | None:
-    data = json.dumps(event, ensure_ascii=False, default=str).encode()
+    # Cleaned, and encoded so that it cannot fail: a text the event cannot hold would
+    # otherwise keep the hook from running at all.
+    text = json.dumps(clean_value(event), ensure_ascii=False, default=str)
+    data = text.encode(errors="replace")
     try:
         code, out, err = await _run(hook, data)
     except (OSError, ValueError) as exc:  # no such program, not executable, a NUL in it
-        logger.error("hook %s could not start: %s; the call goes on", _name(hook), exc)
-        return None
+        raise HookFailed("it could not start", f"it could not start: {exc}") from None
     if code is None:
-        logger.warning(
-            "hook %s took over %g s and was killed; the call goes on", _name(hook), hook.timeout
+        raise HookFailed(
+            f"it took over {hook.timeout:g} s", f"it took over {hook.timeout:g} s and was killed"
         )
-        return None
     if code == BLOCK_EXIT:
         reason = err.decode(errors="replace").strip()
         if len(reason) > _REASON_LIMIT:
             reason = reason[: _REASON_LIMIT - 1] + "…"
         raise HookBlocked(reason or f"{hook.event} hook {hook.label} gave no reason")
     if code != 0:
-        logger.warning(
-            "hook %s exited with %s; the call goes on: %s",
-            _name(hook),
-            code,
-            err.decode(errors="replace").strip()[:_REASON_LIMIT],
-        )
-        return None
+        said = err.decode(errors="replace").strip()[:_REASON_LIMIT]
+        raise HookFailed(f"it exited with {code}", f"it exited with {code}: {said}")
     text = out.decode(errors="replace").strip()
     if not text:
         return None
     try:
         answer = json.loads(text)
-    except json.JSONDecodeError:
-        _bad_output(hook, "its output is not JSON")
-        return None
+    except (ValueError, RecursionError):
+        raise HookFailed("its output is not JSON") from None
     if not isinstance(answer, dict):
-        _bad_output(hook, "its output is not a JSON object")
-        return None
+        raise HookFailed("its output is not a JSON object")
     return answer
 
 
@@ -264,8 +294,8 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_TIMEOUT)
 
 
-def _bad_output(hook: CommandHook | FunctionHook, why: str) -> None:
-    logger.warning("hook %s answered badly (%s); the call goes on", _name(hook), why)
+def _failed(hook: CommandHook | FunctionHook, failure: HookFailed, outcome: str) -> None:
+    logger.warning("hook %s could not answer: %s; %s", _name(hook), failure.detail, outcome)
 
 
 def _name(hook: CommandHook | FunctionHook) -> str:
