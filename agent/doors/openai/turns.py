@@ -118,12 +118,27 @@ class DoorTurn:
         )
 
     async def stream(self) -> AsyncIterator[bytes]:
-        """The answer as server-sent events, as the turn goes."""
+        """The answer as server-sent events, as the turn goes. It always ends with
+        `data: [DONE]`: whatever fails on the way is an error event first, in OpenAI's
+        shape, and a client is never left waiting on a stream that just stops."""
         try:
             yield self.reply.chunk({"role": "assistant", "content": ""})
-            async for part in self._events():
-                yield part
-            yield self._ending()
+            try:
+                async for part in self._events():
+                    yield part
+                ending = self._ending()
+            except Exception:
+                # The turn itself goes on and is saved; only this stream of it broke.
+                ref = failures.log_failure(logger, "a stream through the OpenAI door failed")
+                error = OpenAIError(
+                    500,
+                    failures.internal_error(ref),
+                    type=SERVER_ERROR,
+                    code="internal_error",
+                    retry=False,
+                )
+                ending = error.event() + DONE
+            yield ending
         finally:
             # The client left, or has it all: the turn goes on without it.
             self.listening = False
