@@ -18,7 +18,7 @@ from agent.llm.client import ToolCallAssembler
 from agent.llm.error_kinds import LLMError
 from agent.tools.base import Tool, ToolContext
 from agent.tools.registry import ToolRegistry
-from tests.conftest import make_llm
+from tests.conftest import folder_of, make_llm
 from tests.llm_server import ScriptedLLM
 
 BAD = "one\udc80two\x00three"
@@ -195,6 +195,31 @@ async def test_calls_that_share_an_id_run_and_are_answered_each_under_its_own(
     assert [c.name for c in response.tool_calls] == ["read_file", "list_dir"]
     assert json.loads(response.tool_calls[1].arguments) == {"path": "."}
     assert len({c.id for c in response.tool_calls}) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("agent_settings")
+def test_a_turn_answers_calls_that_shared_an_id_each_under_its_own(
+    llm: ScriptedLLM, workspace: Path
+) -> None:
+    from asgiref.sync import async_to_sync
+
+    from agent.turn import SessionRef, run_turn
+
+    (folder_of(workspace) / "a.txt").write_text("from a")
+    (folder_of(workspace) / "b.txt").write_text("from b")
+    llm.tool_calls(
+        [("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})], ids=["same", "same"]
+    ).reply("Read both.")
+
+    result = async_to_sync(run_turn)(SessionRef("cli:direct", None), "read", channel="cli")
+
+    assert (result.status, result.text) == ("succeeded", "Read both.")
+    asked, *answers = llm.requests[1]["messages"][-3:]
+    ids = [call["id"] for call in asked["tool_calls"]]
+    assert ids[0] == "same" and len(set(ids)) == 2
+    assert [answer["tool_call_id"] for answer in answers] == ids
+    assert ["from a" in answers[0]["content"], "from b" in answers[1]["content"]] == [True, True]
 
 
 # ---- the registry: what every tool returns, and arguments from anywhere ---------------------

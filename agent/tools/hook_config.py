@@ -1,6 +1,10 @@
 """The operator's hooks as configured: the commands of the hooks file (`AGENT_HOOKS_FILE`) and
 the Python functions `AGENT_HOOKS` names, each checked, with one line per problem.
 
+An entry of the file is `{"command": …, "match"?: glob, "timeout"?: seconds, "on_error"?:
+"block" | "allow"}`; `match` is for tool events only, `on_error` (what a hook that cannot
+answer does to the call, `agent.tools.hooks`) for before_tool only.
+
 The file is read again only when it changes (its modification time or size), so a turn
 pays one `stat` for it; the functions are imported once per process.
 """

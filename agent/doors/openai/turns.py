@@ -122,8 +122,8 @@ class DoorTurn:
         `data: [DONE]`: whatever fails on the way is an error event first, in OpenAI's
         shape, and a client is never left waiting on a stream that just stops."""
         try:
-            yield self.reply.chunk({"role": "assistant", "content": ""})
             try:
+                yield self.reply.chunk({"role": "assistant", "content": ""})
                 async for part in self._events():
                     yield part
                 ending = self._ending()
