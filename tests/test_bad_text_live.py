@@ -211,3 +211,20 @@ def test_the_calls_that_wait_are_listed_while_such_a_call_waits(
     assert done.status_code == 200, done.text
     assert (done.json()["status"], done.json()["text"]) == ("succeeded", f"Filed {CLEAN}")
     assert api.get("/api/approvals").json()["pending"] == []
+
+
+def test_a_nul_in_the_reply_and_in_a_commands_output_is_saved(
+    api: httpx.Client, llm: ScriptedLLM
+) -> None:
+    """PostgreSQL stores no NUL in text: on it, this reply was lost with its turn."""
+    llm.tool_call("exec", {"command": "printf 'a\\000b'"}).reply("x\x00y")
+
+    answer = api.post("/api/tasks", json={"prompt": "run it", "session": "api:nul"})
+
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["status"], answer.json()["text"]) == ("succeeded", f"x{REPLACEMENT}y")
+    listed = api.get("/api/sessions/api:nul/messages").json()
+    messages = listed["results"] if isinstance(listed, dict) else listed
+    ran, replied = messages[-2:]
+    assert ran["role"] == "tool" and f"a{REPLACEMENT}b" in ran["content"]
+    assert replied["content"] == f"x{REPLACEMENT}y"
