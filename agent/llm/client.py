@@ -165,7 +165,7 @@ class ToolCallAssembler:
 
 def _unique(call_id: str, taken: set[str]) -> str:
     """`call_id` with the first suffix `_2`, `_3`, ... that no other call of the answer has:
-    letters, digits and underscores, which every provider takes in an id."""
+    an underscore and digits, which the providers that check ids' characters allow."""
     number = 2
     while f"{call_id}_{number}" in taken:
         number += 1
@@ -324,10 +324,10 @@ class LLM:
                     delta = _get(choice, "delta")
                     if delta is None:
                         continue
-                    # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
-                    # reasoning.
                     # Each piece is cleaned (`agent.cleantext`) before anyone sees it, so
                     # that what streams joins up to exactly the text that is kept.
+                    # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
+                    # reasoning.
                     piece = _get(delta, "reasoning_content") or _get(delta, "reasoning")
                     if piece and isinstance(piece, str):
                         piece = clean_text(piece)
