@@ -48,6 +48,7 @@ class Bench:
 BENCHES = [
     Bench("cold_start", "cold_start.py", ["--runs", "3"]),
     Bench("loop_overhead", "loop_overhead.py", ["--turns", "10", "--tools", "5"]),
+    Bench("clean_text", "clean_text.py", ["--runs", "3"]),
     Bench("parallel_tools", "parallel_tools.py", ["--runs", "3"]),
     Bench("chunk_cpu", "chunk_cpu.py", ["--chunks", "2000", "--runs", "3"]),
     Bench("openai_door", "openai_door.py", ["--turns", "10", "--chunks", "1000", "--runs", "3"]),

@@ -397,7 +397,7 @@ def test_manage_py_check_and_the_start_commands_refuse_a_broken_file(
 
 
 @pytest.mark.usefixtures("agent_settings")
-def test_a_turn_survives_a_file_broken_while_the_site_runs_and_sees_it_mended(
+def test_a_file_broken_while_the_site_runs_blocks_every_tool_call_until_it_is_mended(
     workspace: Path, llm: ScriptedLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     guard_script = script(tmp_path / "scripts", "guard.py", GUARD)
@@ -405,8 +405,17 @@ def test_a_turn_survives_a_file_broken_while_the_site_runs_and_sees_it_mended(
     path.write_text('{"before_tool": [{"match": "exec", "command": ')
     llm.tool_call("write_file", {"path": "a.txt", "content": "x"}).reply("Done.")
 
+    # The turn goes on and says why; the call its guard could not see is not made.
     assert one_turn().status == "succeeded"
     assert f"AGENT_HOOKS_FILE: {path} is not valid JSON" in caplog.text
+    [result] = tool_results(llm.requests[-1])
+    assert result.startswith("Error: blocked by hook: the operator's checks of tool calls")
+    assert "error, which the server's log names" in result
+    assert not (folder_of(workspace) / "a.txt").exists()
+
+    path.write_text("{}")
+    llm.tool_call("write_file", {"path": "a.txt", "content": "x"}).reply("Done.")
+    assert one_turn().status == "succeeded"
 
     hooks_file(path, {"before_tool": [{"match": "exec", "command": [PY, guard_script]}]})
     llm.tool_call("exec", {"command": "rm a.txt"}).reply("Done.")

@@ -62,9 +62,12 @@ class FunctionHook:
 class HookSet:
     commands: tuple[CommandHook, ...] = ()
     functions: tuple[FunctionHook, ...] = ()
+    # Why the operator's hooks cannot be known (a hooks file edited into an error while the
+    # site runs, a function that no longer imports): then no tool call is let through.
+    broken: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.commands or self.functions)
+        return bool(self.commands or self.functions or self.broken)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,10 @@ raises anything else, runs past the timeout or returns something else has failed
 command can: before a tool, that blocks the call. Functions have no per-hook options, so
 they always fail closed there; a function that should never stop a call catches its own
 errors and returns None.
+
+Start-up refuses a hooks file with an error in it. One edited into an error while the site
+runs blocks every tool call until it is mended (`agent.turn.toolbox.turn_hooks`): which of
+its hooks were guards cannot be told, and each of them would be skipped.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ logger = logging.getLogger(__name__)
 BLOCK_EXIT = 2
 BLOCKED_PREFIX = "Error: blocked by hook: "
 _REASON_LIMIT = 2000
+BROKEN_REASON = (
+    "the operator's checks of tool calls cannot be read right now (their configuration has "
+    "an error, which the server's log names), so no {tool} call is made until it is fixed"
+)
 _REAP_TIMEOUT = 2.0
 
 
@@ -93,6 +101,8 @@ class TurnHooks:
     def watches(self, tool: str) -> bool:
         """Whether any hook wants to see calls of `tool`: when none does, the call costs
         nothing more."""
+        if self.hooks.broken:
+            return True
         seen = self._watched.get(tool)
         if seen is None:
             seen = self._watched[tool] = bool(self.hooks.functions) or any(
@@ -103,7 +113,9 @@ class TurnHooks:
 
     async def before_tool(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments to call `tool` with, after each hook in turn had its say; raises
-        `HookBlocked` when one blocks the call."""
+        `HookBlocked` when one blocks the call, or when the hooks cannot be read."""
+        if self.hooks.broken:
+            raise HookBlocked(BROKEN_REASON.format(tool=tool))
         for hook in self._hooks("before_tool", tool):
             event = self._event("before_tool", tool=tool, arguments=arguments)
             try:

@@ -98,13 +98,17 @@ def tool_problems(conf: AgentSettings) -> list[str]:
 
 
 def turn_hooks(conf: AgentSettings) -> HookSet:
-    """The hooks a turn starting now runs. A broken hooks file, or a hook function that
-    cannot be imported, is logged and left out: start-up refuses them (`hook_problems`),
-    and a file edited while the site runs must not fail every turn."""
+    """The hooks a turn starting now runs. Start-up refuses a broken hooks file or a hook
+    function that cannot be imported (`hook_problems`); one that breaks while the site runs
+    is logged, and the turn's tool calls are blocked until it is mended: its guards cannot
+    be told apart from the rest of it, and a guard that is skipped is no guard. The turn
+    itself goes on, and the model reads why its calls were not made."""
     hooks, problems = _hooks(conf)
+    if not problems:
+        return hooks
     for problem in problems:
-        logger.error("%s; the turn runs without it", problem)
-    return hooks
+        logger.error("%s; the turn's tool calls are blocked until it is fixed", problem)
+    return HookSet(broken=tuple(problems))
 
 
 def hook_problems(conf: AgentSettings) -> list[str]:
