@@ -41,9 +41,6 @@ from agent.loop_messages import (
 logger = logging.getLogger(__name__)
 
 OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
-# Asked before each model call after a turn's first, with what the turn used so far: None to
-# go on, or the reply that ends the turn there (a user's daily budget now spent, say).
-HaltCheck = Callable[["LoopResult"], Awaitable[str | None]]
 Status = Literal["succeeded", "failed", "waiting"]
 
 CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
@@ -93,6 +90,18 @@ class Steps(Protocol):
     def tool_call(self, *, call: ToolCall, started: float, ms: int, output: str | None) -> None: ...
 
 
+class Spending(Protocol):
+    """What a turn may spend on model calls (its user's daily budget, say). Before each
+    call, `reserve` is told the tokens it sends (messages and tool definitions) and what the
+    turn did so far, and answers None to go on, or the reply that ends the turn there; after
+    a call that went on, `settle` is told what it cost (None: unknown, or it failed). A call
+    stopped midway is not settled: the turn's end lets go of all the turn held."""
+
+    async def reserve(self, prompt_tokens: int, done: LoopResult) -> str | None: ...
+
+    async def settle(self, cost: float | None) -> None: ...
+
+
 STOPPED_STEP = "stopped"
 
 
@@ -112,7 +121,7 @@ class AgentLoop:
         on_message: OnMessage | None = None,
         gate: Gate | None = None,
         steps: Steps | None = None,
-        halt_check: HaltCheck | None = None,
+        spending: Spending | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -122,7 +131,9 @@ class AgentLoop:
         self.budget = budget
         self.gate = gate
         self.steps = steps
-        self.halt_check = halt_check
+        self.spending = spending
+        # The tokens of the tool definitions every call sends, once counted.
+        self._definition_tokens: int | None = None
         self.result = LoopResult(text="", status="succeeded", iterations=0)
 
     async def run(
@@ -168,15 +179,17 @@ class AgentLoop:
     ) -> LoopResult:
         compressed = False
         while result.iterations < self.max_iterations:
-            if result.iterations and self.halt_check is not None:
-                halt = await self.halt_check(result)
+            messages = await self.budget.fit(system, history, turn)
+            if self.spending is not None:
+                halt = await self.spending.reserve(self._tokens_sent(messages), result)
                 if halt is not None:
                     return await self._halted(turn, result, halt)
             result.iterations += 1
-            messages = await self.budget.fit(system, history, turn)
             try:
                 response = await self._call_model(turn, messages)
             except LLMError as error:
+                if self.spending is not None:
+                    await self.spending.settle(None)
                 if error.kind == "context_overflow" and not compressed:
                     # The count was off for this model: look at the window again, send at
                     # most half as much, and try once more before giving up.
@@ -188,6 +201,8 @@ class AgentLoop:
                     continue
                 return self._failed(result, error)
             _add_usage(result, response)
+            if self.spending is not None:
+                await self.spending.settle(response.cost)
 
             if not response.tool_calls:
                 result.text = response.content or EMPTY_REPLY
@@ -210,6 +225,13 @@ class AgentLoop:
         )
         await self._record(turn, {"role": "assistant", "content": result.text}, None)
         return result
+
+    def _tokens_sent(self, messages: list[LLMMessage]) -> int:
+        counter = self.budget.counter
+        if self._definition_tokens is None:
+            definitions = self.tools.definitions()
+            self._definition_tokens = counter.payload(definitions) if definitions else 0
+        return counter.messages(messages) + self._definition_tokens
 
     async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
         stream = StreamEvents(self.emit)

@@ -428,3 +428,25 @@ class UserBudget(models.Model):
         if self.daily_budget is None:
             return f"{self.user}: the site's daily budget"
         return f"{self.user}: ${self.daily_budget} a day"
+
+
+class SpendingHold(models.Model):
+    """What a running turn, or a consolidation, of a user holds of their daily budget: what
+    its model calls have cost so far, and the most the call it is making may cost. Until it
+    ends, none of this is in the ledger (`DailyUsage`), and every check of the user's budget
+    counts it beside the ledger. It goes in the transaction that adds its run to the ledger,
+    when the sweep finds its run dead, or once `expires` has passed (no check counts it
+    then)."""
+
+    # The run's id, or a consolidation's own.
+    id = models.UUIDField(primary_key=True, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    amount = models.DecimalField(max_digits=14, decimal_places=6, default=0, help_text="USD.")
+    # Pushed on with each model call it holds for.
+    expires = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "expires"], name="spending_hold_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id} holds ${self.amount} until {self.expires:%H:%M}"

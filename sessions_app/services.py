@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app import holds
 from sessions_app import usage as ledger
 from sessions_app.keys import split_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
@@ -333,9 +334,11 @@ def finish_run(
     cost: float | None = None,
     messages: Sequence[NewMessage] = (),
     trace: list[dict[str, Any]] | None = None,
+    held: bool = True,
 ) -> Run:
     """Record how the run ended, after saving its last `messages` in the same transaction;
-    with `trace`, its model calls and tool calls.
+    with `trace`, its model calls and tool calls. What it cost goes into the daily ledger,
+    and what it held of its owner's budget (`held`: it may have held some) goes with it.
     A run deleted meanwhile (with its session) stays deleted; its messages are not saved
     (SessionDeleted). Nor are they if another turn of the session has started since
     (TurnSuperseded), and the run is then left as it was."""
@@ -361,7 +364,7 @@ def finish_run(
     else:
         first = 1  # deleted meanwhile, with its session: what it cost was spent all the same
     if first:
-        ledger.record_run(run=run, owner_id=_owner_id(run))
+        ledger.record_run(run=run, owner_id=_owner_id(run), held=held)
     return run
 
 
@@ -463,7 +466,8 @@ def mark_alive(*, run_ids: Collection[UUID]) -> None:
 def fail_dead_runs(*, unstarted_after: timedelta | None = None) -> list[UUID]:
     """Mark failed the runs whose process died mid-turn (no longer marked alive) and, with
     `unstarted_after`, those queued longer than that, which no worker will start any more
-    (the one that took the task died with it); their ids."""
+    (the one that took the task died with it); their ids. What the dead ones held of their
+    owners' budgets goes, and so does every hold past its time."""
     now = timezone.now()
     dead = Run.objects.select_for_update().filter(
         status=Run.Status.RUNNING, last_alive__lt=now - timedelta(seconds=STALE_AFTER_SECONDS)
@@ -487,6 +491,7 @@ def fail_dead_runs(*, unstarted_after: timedelta | None = None) -> list[UUID]:
             finished=now,
         )
         ids += lost_ids
+    holds.release_dead(run_ids=ids)
     return ids
 
 

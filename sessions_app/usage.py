@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
@@ -23,6 +24,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
+from sessions_app import holds
 from sessions_app.models import DailyUsage, Run, UserBudget
 
 TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -75,9 +77,12 @@ def _used_tokens(usage: dict[str, Any]) -> bool:
 # ---- the ledger -------------------------------------------------------------------------
 
 
-def record_run(*, run: Run, owner_id: int | None) -> None:
-    """Add what `run` used and cost to its owner's line for today and its model. Called in
-    the transaction that records how the run ended; a run that called no model adds nothing."""
+def record_run(*, run: Run, owner_id: int | None, held: bool = True) -> None:
+    """Add what `run` used and cost to its owner's line for today and its model, and let go
+    of what it held of their budget (`held`: it may have held some). Called in the
+    transaction that records how the run ended; a run that called no model adds nothing."""
+    if held:
+        holds.release(hold_id=run.pk)
     used = run.usage or {}
     if run.cost is None and not _used_tokens(used):
         return
@@ -110,6 +115,23 @@ def add_usage(
     except IntegrityError:
         pass
     _add_to_line(line, increments)
+
+
+@transaction.atomic
+def record_usage(
+    *,
+    owner_id: int | None,
+    model: str,
+    usage: dict[str, Any],
+    cost: Decimal | None,
+    hold_id: UUID | None = None,
+) -> None:
+    """Add the model calls of work that is no run (a consolidation's) to today's line, and
+    let go of what that work held (`hold_id`), both at once."""
+    if hold_id is not None:
+        holds.release(hold_id=hold_id)
+    if cost is not None or _used_tokens(usage):
+        add_usage(owner_id=owner_id, model=model, usage=usage, cost=cost)
 
 
 def _add_to_line(line: tuple[int | None, date, str], increments: dict[str, Any]) -> int:

@@ -353,6 +353,14 @@ class LLM:
         result.cost = self._cost(result.usage)
         return result
 
+    async def cost_of(self, usage: dict[str, int]) -> float | None:
+        """What `usage` would cost at this model's price, reckoned as a call's `cost` is
+        (None: the price is unknown), such as the most a call may cost before it is made."""
+        if self.config.price is None and self.wire is None:
+            # litellm's prices: its import takes seconds the first time, in a thread.
+            await asyncio.to_thread(litellm_adapter.load)
+        return self._cost(usage)
+
     def _cost(self, usage: dict[str, int]) -> float | None:
         if not usage:
             return None

@@ -37,7 +37,7 @@ from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
-from agent.turn.spending import TurnBudget
+from agent.turn.spending import TurnSpending, spending_of
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import turn_hooks, turn_registry
 from agent.turn.trace import TraceRecorder
@@ -145,7 +145,6 @@ class TurnRunner:
                 run_recorded=run_recorded,
                 parent_run=run.pk,
                 tools=limited,
-                spent=self._spent,
                 approve_tools=lambda: self.carried,
             ),
             schedules=OwnerSchedules(
@@ -160,12 +159,10 @@ class TurnRunner:
             hooks=self.hooks,
         )
         self.loop: AgentLoop | None = None
+        # What the loop asks before and after each model call while a budget applies.
+        self.spending: TurnSpending | None = None
         # What the history cost of what a model call may send, once the turn has started.
         self.history_share: tuple[int, int] | None = None
-
-    def _spent(self) -> float:
-        """What the turn's model calls have cost so far (unknown prices count nothing)."""
-        return (self.loop.result.cost or 0.0) if self.loop is not None else 0.0
 
     async def __call__(self) -> TurnResult:
         self.live.open()
@@ -293,6 +290,7 @@ class TurnRunner:
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
+        self.spending = await spending_of(llm, self.ctx.owner_id, hold_id=self.run.pk)
         self.loop = AgentLoop(
             llm=llm,
             tools=tools,
@@ -305,7 +303,7 @@ class TurnRunner:
             budget=fitter,
             on_message=self.log.add,
             steps=self.trace,
-            halt_check=TurnBudget(self.owner.pk) if self.owner is not None else None,
+            spending=self.spending,
             gate=None
             if direct
             else await gate_for(
@@ -504,6 +502,8 @@ class TurnRunner:
             cost=outcome.cost,
             messages=messages,
             trace=self.trace.everything() if self.trace is not None and self.conf.trace else None,
+            # A turn that waited may hold from before, whatever its budget is now.
+            held=self.spending is not None or self.resuming is not None,
         )
 
     def _export(self, outcome: LoopResult, status: str) -> None:

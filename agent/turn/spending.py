@@ -4,28 +4,38 @@ admin): what their runs may cost per UTC day.
 A user past it starts no turn at any door, until the next UTC day: the chat and the command
 line are told why, the API answers 429, a cron run is recorded as skipped with why, `spawn`
 and `subagent` refuse, and the announcement of a sub-agent that finished is its answer as it
-gave it. A turn that crosses the budget midway finishes the model call it is in, then stops
-with a plain message instead of calling the model again (`TurnBudget`, which the loop asks
-between model calls). Slash commands cost nothing and always go through.
+gave it. Slash commands cost nothing and always go through (`/new` archives without asking
+the model for a summary then).
+
+Every model call of a user with a budget is reserved before it is made and settled after
+(`TurnSpending`, which the loop and the consolidation ask): it starts only while what the
+user's runs cost today and what their running work holds (`sessions_app.holds`) is below the
+budget, and holds the most it may cost until it has answered, then what it did cost until
+its run ends. Turns of one user that run at once, in any process, thus pass the budget by
+one call's cost at most, as one turn alone does: that call finishes, and the turn then stops
+with a plain message instead of calling the model again. Every check at a door counts what
+running work holds too.
 
 Each check reads the user's own budget (`sessions_app.usage.budget_limit`), and only when a
-budget applies the day's ledger lines: one small indexed query, or two. Runs of a model
-without a known price do not count.
+budget applies the day's ledger lines and the holds: one small indexed query, or two. A
+model without a known price reserves nothing, and its runs do not count.
 """
 
 from __future__ import annotations
 
 import math
+import uuid
 from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from agent.conf import agent_settings
+from agent.llm import LLM
 from agent.loop import LoopResult
 from agent.turn.db import on_db
 from agent.turn.refusals import TurnError
-from sessions_app import usage
+from sessions_app import holds, usage
 from sessions_app.usage import BudgetState
 
 
@@ -60,11 +70,12 @@ def _renews() -> str:
 
 
 def state_of(user_id: int) -> BudgetState:
-    """The user's budget, and what they spent today when one applies (else 0: unread)."""
+    """The user's budget, and when one applies what their runs cost today with what their
+    running work holds (else 0: unread)."""
     limit = usage.budget_limit(user_id=user_id, site_budget=agent_settings().user_daily_budget)
     if limit is None:
         return BudgetState(limit=None, spent=Decimal(0))
-    return BudgetState(limit=limit, spent=usage.spent_today(user_id=user_id))
+    return BudgetState(limit=limit, spent=holds.spent_and_held(user_id=user_id, day=usage.today()))
 
 
 def over_budget(
@@ -72,8 +83,7 @@ def over_budget(
 ) -> OverBudget | None:
     """Why `user` may start no turn now (their budget is spent), or None. `whose` begins the
     sentence: "Your" for the person at a door, the user's name for their background work;
-    `besides` is what a turn still running has cost so far, which the ledger counts once it
-    ends."""
+    `besides`: a cost to count beyond the ledger and the holds."""
     if user is None:
         return None
     state = state_of(user.pk)
@@ -103,7 +113,7 @@ async def budget_refusal(user: User | None) -> OverBudget | None:
 
 async def past_budget(user: User | None, *, besides: float = 0.0) -> str | None:
     """Why the user's own work (a cron run, a sub-agent) does not start, or None; `besides`
-    as for `over_budget` (the cost so far of the turn that would start it)."""
+    as for `over_budget` (what the turn that would start it holds is counted already)."""
     if user is None:
         return None
     whose = f"{user.get_username()}'s"
@@ -111,30 +121,84 @@ async def past_budget(user: User | None, *, besides: float = 0.0) -> str | None:
     return None if refusal is None else str(refusal)
 
 
-class TurnBudget:
-    """What the loop asks before each model call after a turn's first: None to go on, or
-    the reply that ends the turn because the user's runs, this one included, have now cost
-    their daily budget. A user with no budget at the first of them has none for the rest
-    of the turn: a budget set meanwhile counts from their next turn, and their calls cost
-    no query each."""
+def _dollars_of(amount: float | None) -> Decimal:
+    # Kept to the cent's ten-thousandth, as runs' costs are.
+    return Decimal(str(round(amount or 0.0, 6)))
 
-    def __init__(self, user_id: int) -> None:
-        self.user_id = user_id
-        self.unlimited = False
 
-    async def __call__(self, result: LoopResult) -> str | None:
-        if self.unlimited:
-            return None
-        state = await on_db(state_of)(self.user_id)
-        if state.limit is None:
-            self.unlimited = True
-            return None
-        # This run's cost is not in the ledger until it ends.
-        spent = state.spent + Decimal(str(result.cost or 0))
-        if spent < state.limit:
-            return None
-        return (
-            f"I stopped here: your daily budget of {dollars(state.limit)} is spent "
-            f"({dollars(spent)} since 00:00 UTC, this turn included), so I make no more "
-            f"model calls today; {_renews()}. Ask me to continue then."
+class TurnSpending:
+    """The loop's `Spending` for the work of a user with a daily budget (`limit`) with one
+    model (`llm`): a turn, whose hold is its run's id, or a consolidation, with a hold of its
+    own. `reserve` holds the most a call may cost (all it sends at the prompt price, and as
+    much as it may write at the completion price) while what the user's runs cost today and
+    what all their work holds is below the budget, or answers the reply that ends the turn;
+    `settle` leaves the hold with what the call did cost. One statement each; the end of
+    the work lets go of its hold, in the transaction that adds it to the ledger. A budget
+    changed meanwhile counts from the user's next turn."""
+
+    def __init__(self, *, llm: LLM, owner_id: int, limit: Decimal, hold_id: uuid.UUID) -> None:
+        self.llm = llm
+        self.owner_id = owner_id
+        self.limit = limit
+        self.hold_id = hold_id
+        # What the call under way holds (None: its model has no known price).
+        self.reserved: Decimal | None = None
+
+    async def reserve(self, prompt_tokens: int, done: LoopResult) -> str | None:
+        most = {"prompt_tokens": prompt_tokens, "completion_tokens": await self.llm.output_tokens()}
+        estimate = await self.llm.cost_of(most)
+        self.reserved = None
+        if estimate is None:  # a model with no known price holds nothing, as it counts nothing
+            spent = await on_db(holds.spent_and_held)(user_id=self.owner_id, day=usage.today())
+            return None if spent < self.limit else self.refusal(spent, started=done.iterations)
+        reserved = _dollars_of(estimate)
+        fits = await on_db(holds.reserve)(
+            hold_id=self.hold_id,
+            owner_id=self.owner_id,
+            amount=reserved,
+            limit=self.limit,
+            day=usage.today(),
         )
+        if fits:
+            self.reserved = reserved
+            return None
+        spent = await on_db(holds.spent_and_held)(user_id=self.owner_id, day=usage.today())
+        return self.refusal(spent, started=done.iterations)
+
+    async def settle(self, cost: float | None) -> None:
+        change = _dollars_of(cost) - (self.reserved or 0)
+        self.reserved = None
+        if change:
+            await on_db(holds.settle)(hold_id=self.hold_id, owner_id=self.owner_id, change=change)
+
+    def refusal(self, spent: Decimal, *, started: int) -> str:
+        """The reply that ends a turn whose next model call does not fit: what its user's
+        runs cost today and what their work holds (`spent`) has reached the budget; `started`:
+        the calls the turn made before it."""
+        budget = dollars(self.limit)
+        if not started:
+            return (
+                f"I did not start: your daily budget of {budget} is spent ({dollars(spent)} "
+                f"since 00:00 UTC, your running turns included), so I make no model calls "
+                f"today; {_renews()}. Ask me again then."
+            )
+        return (
+            f"I stopped here: your daily budget of {budget} is spent ({dollars(spent)} since "
+            f"00:00 UTC, this turn included), so I make no more model calls today; "
+            f"{_renews()}. Ask me to continue then."
+        )
+
+
+async def spending_of(
+    llm: LLM, owner_id: int | None, *, hold_id: uuid.UUID | None = None
+) -> TurnSpending | None:
+    """What the loop asks before and after each model call (of `llm`) of the user's work:
+    a run's, whose id `hold_id` is, or a consolidation's, when None. None when no budget
+    applies to them: then their calls cost no query at all."""
+    if owner_id is None:
+        return None
+    site_budget = agent_settings().user_daily_budget
+    limit = await on_db(usage.budget_limit)(user_id=owner_id, site_budget=site_budget)
+    if limit is None:
+        return None
+    return TurnSpending(llm=llm, owner_id=owner_id, limit=limit, hold_id=hold_id or uuid.uuid4())
