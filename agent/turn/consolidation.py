@@ -7,6 +7,11 @@ an updated long-term memory (what matters, for every session of the owner). `/ne
 the whole unconsolidated part the same way. A provider that refuses a forced tool gets the
 tool offered instead; when the model fails or answers without the tool, the part is kept
 as a plain transcript rather than lost.
+
+Its model calls are its owner's, as a turn's are: each is reserved against their daily
+budget and settled after (`spending`), and what they used goes into the ledger by model
+when it is done. With the budget spent it calls no model, and the part is kept as a
+transcript all the same.
 """
 
 from __future__ import annotations
@@ -15,15 +20,20 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from agent import jobs
 from agent.conf import AgentSettings
-from agent.llm import LLM, LLMError
+from agent.llm import LLM, LLMError, LLMResponse
+from agent.loop import LoopResult
+from agent.tokens import TokenCounter
 from agent.turn.db import on_db
 from agent.turn.model_config import llm_config
+from agent.turn.spending import TurnSpending, spending_of
 from sessions_app import memory as memories
+from sessions_app import usage as ledger
 from sessions_app.models import Message
 
 logger = logging.getLogger(__name__)
@@ -149,23 +159,70 @@ async def _summarise(transcript: str, first: Message, *, model: str, conf: Agent
         },
     ]
     llm = LLM(llm_config(conf, model))
+    spending = await spending_of(llm, owner_id)
+    used = _Used()
+    try:
+        saved = await _ask(llm, messages, spending, used)
+    finally:
+        # What it used is counted however it ended, and what it held goes with that.
+        await on_db(ledger.record_usage)(
+            owner_id=owner_id,
+            model=model,
+            usage=used.usage,
+            cost=used.cost,
+            hold_id=spending.hold_id if spending is not None else None,
+        )
+    # Nothing usable came back: the part is kept as it was said, and memory stays as it is.
+    return saved or Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
+
+
+@dataclass
+class _Used:
+    """What a consolidation's model calls used and cost (None: no price known)."""
+
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: Decimal | None = None
+
+    def add(self, response: LLMResponse) -> None:
+        for key, value in response.usage.items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        if response.cost is not None:
+            self.cost = (self.cost or Decimal(0)) + Decimal(str(round(response.cost, 6)))
+
+
+async def _ask(
+    llm: LLM, messages: list[dict[str, Any]], spending: TurnSpending | None, used: _Used
+) -> Saved | None:
+    """The model's `save_memory`, asked up to three times; None when none came, or when the
+    owner's budget has no room for a call."""
+    sent = TokenCounter(llm.config.model)
+    tokens = sent.messages(messages) + sent.payload([SAVE_MEMORY])
     choice: str | dict[str, Any] = FORCED
     for attempt in range(3):
+        if spending is not None:
+            refused = await spending.reserve(tokens, LoopResult("", "succeeded", attempt))
+            if refused is not None:
+                logger.info("consolidation without a summary: the owner's budget is spent")
+                return None
         try:
             response = await llm.stream(messages, [SAVE_MEMORY], tool_choice=choice)
         except LLMError as error:
+            if spending is not None:
+                await spending.settle(None)
             if error.kind == "bad_request" and choice == FORCED:
                 logger.info("the model refused a forced tool call; offering it instead")
                 choice = "auto"
                 continue
             logger.warning("consolidation failed (attempt %d): %s", attempt + 1, error)
             continue
+        used.add(response)
+        if spending is not None:
+            await spending.settle(response.cost)
         saved = _read(response.tool_calls)
         if saved is not None:
             return saved
         logger.warning("consolidation answered without save_memory (attempt %d)", attempt + 1)
-    # Nothing usable came back: the part is kept as it was said, and memory stays as it is.
-    return Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
+    return None
 
 
 def _read(calls: list[Any]) -> Saved | None:

@@ -3,14 +3,16 @@ model picker is `/model NAME` without the conversation: `choose_session_model`."
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from uuid import UUID
 
 from agent.conf import AgentSettings, agent_settings
-from agent.turn import consolidation, store
+from agent.turn import consolidation, ratelimit, spending, store
 from agent.turn.approvals import end_waiting
+from agent.turn.db import on_db
 from agent.turn.locks import cancel_running, session_lock
 from agent.turn.refusals import (
     InvalidInput,
@@ -26,6 +28,8 @@ from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
 
+# The command line's sessions (`cli:…`): the operator's, whose turns no rate limits.
+CLI_CHANNEL = "cli"
 # How long /new waits for a consolidation already running before it archives without it.
 NEW_WAIT_SECONDS = 60
 
@@ -81,6 +85,8 @@ async def _new(args: str, ctx: _Context) -> str:
     async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
         await end_waiting(reason="stopped", session_id=ctx.session.pk)
         model = _current_model(ctx)
+        if model and not await _may_summarise(ctx.session, counted=ctx.current_run is not None):
+            model = ""  # archived as it was said, with no model call
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
             await consolidation.consolidate_session(
@@ -90,6 +96,23 @@ async def _new(args: str, ctx: _Context) -> str:
             logger.exception("could not archive %s into memory", ctx.session.key)
         count = await store.archive_messages(session=ctx.session)
     return f"New conversation started ({count} messages archived)."
+
+
+async def _may_summarise(session: Session, *, counted: bool) -> bool:
+    """Whether `/new` may ask the model for a summary: the owner's budget is not spent, and
+    the summary, a model call their message causes, has a place in their turn rate as a turn
+    would (else `/new` would be a way around the rate). A command that came as a run of its
+    own (a task, a cron run) was `counted` when it was queued; the command line is the
+    operator's own, and is not limited. The command itself is never refused: without a
+    summary, the conversation is archived as it was said."""
+    owner_id = session.owner_id
+    if owner_id is None:
+        return True
+    if (await on_db(spending.state_of)(owner_id)).exceeded:
+        return False
+    if counted or session.channel == CLI_CHANNEL:
+        return True
+    return await asyncio.to_thread(ratelimit.take_turn_slot, owner_id) is None
 
 
 async def _stop(args: str, ctx: _Context) -> str:
