@@ -165,13 +165,14 @@ async def _summarise(transcript: str, first: Message, *, model: str, conf: Agent
         saved = await _ask(llm, messages, spending, used)
     finally:
         # What it used is counted however it ended, and what it held goes with that.
-        await on_db(ledger.record_usage)(
-            owner_id=owner_id,
-            model=model,
-            usage=used.usage,
-            cost=used.cost,
-            hold_id=spending.hold_id if spending is not None else None,
-        )
+        if used.usage or spending is not None:
+            await on_db(ledger.record_usage)(
+                owner_id=owner_id,
+                model=model,
+                usage=used.usage,
+                cost=used.cost,
+                hold_id=spending.hold_id if spending is not None else None,
+            )
     # Nothing usable came back: the part is kept as it was said, and memory stays as it is.
     return saved or Saved(f"Archived conversation:\n\n{transcript}", memory_update=None)
 

@@ -122,7 +122,7 @@ async def past_budget(user: User | None, *, besides: float = 0.0) -> str | None:
 
 
 def _dollars_of(amount: float | None) -> Decimal:
-    # Kept to the cent's ten-thousandth, as runs' costs are.
+    # To a millionth of a dollar, as runs' costs are kept.
     return Decimal(str(round(amount or 0.0, 6)))
 
 
@@ -132,9 +132,10 @@ class TurnSpending:
     own. `reserve` holds the most a call may cost (all it sends at the prompt price, and as
     much as it may write at the completion price) while what the user's runs cost today and
     what all their work holds is below the budget, or answers the reply that ends the turn;
-    `settle` leaves the hold with what the call did cost. One statement each; the end of
-    the work lets go of its hold, in the transaction that adds it to the ledger. A budget
-    changed meanwhile counts from the user's next turn."""
+    `settle` leaves the hold with what the call did cost. One small statement each (on
+    PostgreSQL a reservation takes a lock of the user's first); the end of the work lets go
+    of its hold, in the transaction that adds it to the ledger. A budget changed meanwhile
+    counts from the user's next turn."""
 
     def __init__(self, *, llm: LLM, owner_id: int, limit: Decimal, hold_id: uuid.UUID) -> None:
         self.llm = llm
