@@ -78,16 +78,14 @@ def state_of(user_id: int) -> BudgetState:
     return BudgetState(limit=limit, spent=holds.spent_and_held(user_id=user_id, day=usage.today()))
 
 
-def over_budget(
-    user: User | None, *, whose: str = "Your", besides: float = 0.0
-) -> OverBudget | None:
+def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
     """Why `user` may start no turn now (their budget is spent), or None. `whose` begins the
-    sentence: "Your" for the person at a door, the user's name for their background work;
-    `besides`: a cost to count beyond the ledger and the holds."""
+    sentence: "Your" for the person at a door, the user's name for their background work.
+    What their turns still running have spent and hold counts (`state_of`)."""
     if user is None:
         return None
     state = state_of(user.pk)
-    spent = state.spent + Decimal(str(besides))
+    spent = state.spent
     if state.limit is None or spent < state.limit:
         return None
     message = (
@@ -111,13 +109,12 @@ async def budget_refusal(user: User | None) -> OverBudget | None:
     return await on_db(over_budget)(user)
 
 
-async def past_budget(user: User | None, *, besides: float = 0.0) -> str | None:
-    """Why the user's own work (a cron run, a sub-agent) does not start, or None; `besides`
-    as for `over_budget` (what the turn that would start it holds is counted already)."""
+async def past_budget(user: User | None) -> str | None:
+    """Why the user's own work (a cron run, a sub-agent) does not start, or None."""
     if user is None:
         return None
     whose = f"{user.get_username()}'s"
-    refusal = await on_db(over_budget)(user, whose=whose, besides=besides)
+    refusal = await on_db(over_budget)(user, whose=whose)
     return None if refusal is None else str(refusal)
 
 

@@ -53,7 +53,6 @@ class SessionAgents:
         run_recorded: RunRecorded,
         parent_run: UUID | None = None,
         tools: list[str] | None = None,
-        spent: Callable[[], float] | None = None,
         approve_tools: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.session = session
@@ -65,8 +64,6 @@ class SessionAgents:
         self.run_recorded = run_recorded
         # A turn limited to some tools starts sub-agents that are limited to them too.
         self.tools = tools
-        # What the starting turn has cost so far, which counts against the owner's budget.
-        self.spent = spent
         # What waits for a person in the starting turn beyond what every turn of the owner
         # gets (`approvals.carried_approvals`), the session's own when not given: read as
         # a sub-agent starts, since the turn knows it in full only once it has read the
@@ -107,8 +104,8 @@ class SessionAgents:
         that rate or the owner's daily budget)."""
         if self.owner is None:
             return  # a turn of no account (the command line's): nobody's rate to count
-        besides = self.spent() if self.spent is not None else 0.0
-        spent = await spending.past_budget(self.owner, besides=besides)
+        # What the starting turn has spent and holds counts already (`spending`).
+        spent = await spending.past_budget(self.owner)
         if spent is not None:
             raise ToolError(f"no sub-agent was started: {spent}; do the task yourself")
         wait = await asyncio.to_thread(ratelimit.take_turn_slot, self.owner.pk)

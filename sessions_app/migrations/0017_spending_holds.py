@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0015_message_search"),
+        ("sessions_app", "0016_run_approve_tools"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
