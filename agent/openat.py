@@ -7,6 +7,12 @@ first, then each component of the path, already resolved and so free of links, i
 folder opened before it, with O_NOFOLLOW: what is opened is inside the folder, or nothing
 is. A link met on the way is one the resolved path did not have, and raises LinkFound.
 
+A file to read or write is opened by `open_plain_file`: only a plain (regular) file, never a
+named pipe, a socket or a device, whose open or read may wait forever for a partner or do
+something of its own. Their type is asked of the name before it is opened and of the open
+descriptor after; the open itself never waits (O_NONBLOCK), so one swapped in between is
+refused too, at once.
+
 Nothing here imports the rest of the project, so the file tools, uploads and the readers
 of a user's prompt files share it. Linux only, as the sandbox is.
 """
@@ -25,6 +31,15 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class LinkFound(OSError):
     """A link where the resolved path had a plain file or folder: it was changed since."""
+
+
+class NotAFile(OSError):
+    """Something other than a plain file, or a folder, where a file was to be opened: `kind`
+    says what ("a named pipe", "a socket", "a device")."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(errno.EINVAL, f"it is {kind}, not a regular file", name)
+        self.kind = kind
 
 
 def open_dir(name: str | Path, parent_fd: int | None = None) -> int:
@@ -106,3 +121,56 @@ def _parts(folder: Path, target: Path) -> tuple[str, ...]:
     if not target.is_relative_to(folder):
         raise ValueError(f"{target} is not inside {folder}")
     return target.relative_to(folder).parts
+
+
+def open_plain_file(
+    folder: Path, target: Path, flags: int, mode: int = 0o666, *, make: bool = False
+) -> int:
+    """`open_file` for a plain file only: NotAFile for a named pipe, a socket or a device,
+    IsADirectoryError for a folder; the open never waits for a pipe's other end."""
+    with opened_parent(folder, target, make=make) as (parent, name):
+        return open_plain_in(parent, name, flags, mode)
+
+
+def open_plain_in(parent_fd: int, name: str, flags: int, mode: int = 0o666) -> int:
+    """`open_in` for a plain file only, as `open_plain_file`."""
+    _refuse_odd(_mode_at(parent_fd, name), name)
+    try:
+        fd = open_in(parent_fd, name, flags | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        # A pipe without a reader, or a socket, opened for writing: one swapped in since.
+        if exc.errno == errno.ENXIO:
+            _refuse_odd(_mode_at(parent_fd, name), name)
+        raise
+    try:
+        _refuse_odd(os.fstat(fd).st_mode, name)
+        os.set_blocking(fd, True)  # a plain file: used as any other from here
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _mode_at(parent_fd: int, name: str) -> int | None:
+    try:
+        return os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _refuse_odd(mode: int | None, name: str) -> None:
+    """Raise for what no file tool may open; a link is left to the open (LinkFound)."""
+    if mode is None or stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "it is a folder", name)
+    kind = next((kind for test, kind in _KINDS if test(mode)), "an entry of an unknown kind")
+    raise NotAFile(kind, name)

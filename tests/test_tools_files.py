@@ -330,19 +330,21 @@ async def test_glob_caps_results(tools: ToolRegistry, ws: Path) -> None:
     assert "10 more matches not shown" in result
 
 
-async def test_glob_never_returns_outside_symlinks(
+async def test_glob_lists_links_as_links_and_never_follows_them(
     tools: ToolRegistry, open_tools: ToolRegistry, ws: Path, outside: Path
 ) -> None:
     (ws / "inside.txt").write_text("")
     (ws / "leak.txt").symlink_to(outside / "secret.txt")
     (ws / "leakdir").symlink_to(outside, target_is_directory=True)
-    assert await tools.execute("glob", {"pattern": "**/*"}) == "inside.txt"
+    assert await tools.execute("glob", {"pattern": "**/*"}) == "inside.txt\nleak.txt@\nleakdir@"
     assert await tools.execute("glob", {"pattern": "leakdir/*"}) == (
         "No files match 'leakdir/*' under '.'."
     )
     assert (await tools.execute("glob", {"pattern": "*", "path": "leakdir"})).startswith("Error")
-    # Without the fence, the links themselves are listed.
-    assert await open_tools.execute("glob", {"pattern": "*"}) == "inside.txt\nleak.txt\nleakdir/"
+    # Without the fence too, a link is a link, and not walked into.
+    assert await open_tools.execute("glob", {"pattern": "**/*"}) == (
+        "inside.txt\nleak.txt@\nleakdir@"
+    )
 
 
 # --- the fence, for every file tool --------------------------------------------------------

@@ -10,6 +10,13 @@ from agent import openat
 from agent.tools.tool_errors import GuardError
 
 
+def printable(text: str) -> str:
+    """`text` with what no UTF-8 can hold (lone surrogates: the bytes of a file name that
+    is not UTF-8, as Python decodes them) written as escapes, so that it can be shown, sent
+    and stored."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class Workspace:
     """Resolves user-given paths against a workspace root and fences them in.
 
@@ -31,31 +38,72 @@ class Workspace:
         return path == self.root or path.is_relative_to(self.root)
 
     def resolve(self, path: str | Path) -> Path:
-        """The real absolute path for ``path``; raises GuardError when it leaves the fence."""
+        """The real absolute path for ``path``; raises GuardError when it leaves the fence,
+        or when it is no path at all (a NUL byte, a lone surrogate, a loop of links)."""
         raw = str(path)
+        shown = printable(raw)
         if "\x00" in raw:
-            raise GuardError(f"path {raw!r} contains a NUL byte")
-        candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+            raise GuardError(f"path {shown!r} contains a NUL byte")
+        if shown != raw:
+            raise GuardError(
+                f"path '{shown}' holds a lone surrogate, which is no character; "
+                "name files with plain text"
+            )
+        candidate = self._home(raw) if raw.startswith("~") else Path(raw)
         if not candidate.is_absolute():
             candidate = self.root / candidate
         try:
             resolved = candidate.resolve()
-        except (OSError, RuntimeError) as exc:  # symlink loops, unreadable components
-            raise GuardError(f"cannot resolve path '{raw}': {exc}") from exc
+        except RuntimeError as exc:  # a loop of links
+            raise GuardError(f"path '{raw}' goes round a loop of links") from exc
+        except OSError as exc:  # unreadable components, names too long
+            raise GuardError(f"cannot resolve path '{raw}': {exc.strerror}") from exc
         if self.restrict and not self.contains(resolved):
-            raise GuardError(
-                f"path '{raw}' is outside the workspace ({self.root}); "
-                "only paths inside the workspace are allowed"
-            )
+            raise self._outside(raw)
         return resolved
 
+    def _home(self, raw: str) -> Path:
+        """`~` and `~/x` as the server's home has them; `~name/x`, a home of another account
+        of the server, outside the fence without asking whether that account exists (that
+        would tell the agent which accounts the server has)."""
+        account = raw[1:].split("/", 1)[0]
+        if account and self.restrict:
+            raise GuardError(
+                f"path '{raw}' is outside the workspace ({self.root}): '~{account}' names the "
+                "home folder of an account of the server; only paths inside the workspace are "
+                f"allowed (a file of that name in the workspace is './{raw}')"
+            )
+        try:
+            return Path(raw).expanduser()
+        except RuntimeError as exc:  # no such account, or no home
+            raise GuardError(
+                f"path '{raw}' starts with the home folder of '~{account}', which this server "
+                "does not have; give the path without '~'"
+            ) from exc
+
+    def _outside(self, raw: str) -> GuardError:
+        return GuardError(
+            f"path '{raw}' is outside the workspace ({self.root}); "
+            "only paths inside the workspace are allowed"
+        )
+
     def open(self, resolved: Path, flags: int, *, shown: str, make: bool = False) -> int:
-        """The file at `resolved` (from `resolve`) opened with `flags`, by descriptors from
-        the root and never through a link, so that it is the file that was checked even when
-        the path changes meanwhile (the agent can swap a file for a link with `exec` while a
-        tool runs); `make` creates the missing folders on the way."""
+        """The regular file at `resolved` (from `resolve`) opened with `flags`, by
+        descriptors from the root and never through a link, so that it is the file that was
+        checked even when the path changes meanwhile (the agent can swap a file for a link
+        with `exec` while a tool runs); `make` creates the missing folders on the way.
+
+        Anything but a regular file is refused (GuardError; IsADirectoryError for a folder)
+        and never waited for: a named pipe's open or read would hold the call until a
+        process opens its other end, which may be never."""
         with self._walking(shown):
-            return openat.open_file(self._base(resolved), resolved, flags, make=make)
+            try:
+                return openat.open_plain_file(self._base(resolved), resolved, flags, make=make)
+            except openat.NotAFile as exc:
+                raise GuardError(
+                    f"'{shown}' is {exc.kind}, not a regular file; "
+                    "file tools read and write regular files only"
+                ) from exc
 
     def open_dir(self, resolved: Path, *, shown: str) -> int:
         """The folder at `resolved` (from `resolve`) opened as `open` opens a file."""
