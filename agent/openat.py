@@ -158,12 +158,30 @@ def _mode_at(parent_fd: int, name: str) -> int | None:
         return None
 
 
+REGULAR = "a file"
 _KINDS = (
+    (stat.S_ISREG, REGULAR),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a link"),
     (stat.S_ISFIFO, "a named pipe"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISCHR, "a device"),
     (stat.S_ISBLK, "a device"),
 )
+
+
+def kind_of(mode: int) -> str:
+    """What an entry of `mode` is, in words: "a file", "a named pipe", …"""
+    return next((kind for test, kind in _KINDS if test(mode)), "an entry of an unknown kind")
+
+
+def kind_at(path: Path) -> str:
+    """`kind_of` the entry at `path` itself (a link is "a link"), for telling a person what
+    is there; "nothing" when there is nothing."""
+    try:
+        return kind_of(os.lstat(path).st_mode)
+    except OSError:
+        return "nothing"
 
 
 def _refuse_odd(mode: int | None, name: str) -> None:
@@ -172,5 +190,4 @@ def _refuse_odd(mode: int | None, name: str) -> None:
         return
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "it is a folder", name)
-    kind = next((kind for test, kind in _KINDS if test(mode)), "an entry of an unknown kind")
-    raise NotAFile(kind, name)
+    raise NotAFile(kind_of(mode), name)

@@ -67,14 +67,16 @@ class OwnerThreads:
         context = contextvars.copy_context()
 
         def work() -> None:
+            result: Any = None
+            error: BaseException | None = None
             try:
                 result = context.run(call, *args, **kwargs)
             except BaseException as exc:  # handed to the awaiting call, which raises it
-                _settle(loop, done, None, exc)
-            else:
-                _settle(loop, done, result, None)
+                error = exc
             finally:
+                # Before the answer: whoever gets it finds the place free again.
                 self._give(owner)
+            _settle(loop, done, result, error)
 
         name = f"tool-call-{owner}"
         try:

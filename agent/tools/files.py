@@ -13,6 +13,7 @@ import errno
 import os
 from typing import Any
 
+from agent import openat
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.blocking import run_blocking
 from agent.tools.filetext import DEFAULT_READ_LINES, encoded, numbered_lines, replaced
@@ -55,7 +56,9 @@ def _open_folder(fence: Workspace, path: str) -> int:
     except FileNotFoundError:
         raise ToolError(f"directory not found: {path}") from None
     except NotADirectoryError:
-        raise ToolError(f"'{path}' is a file, not a directory; use read_file to read it") from None
+        kind = openat.kind_at(target)
+        use = "; use read_file to read it" if kind == openat.REGULAR else ""
+        raise ToolError(f"'{path}' is {kind}, not a directory{use}") from None
     except OSError as exc:
         raise ToolError(_os_problem(exc, path)) from None
 
@@ -254,9 +257,21 @@ def _list(fence: Workspace, path: str, recursive: bool) -> list[str]:
 
 
 def _capped_listing(entries: list[str], cap: int, noun: str) -> str:
-    text = "\n".join(entries[:cap])
-    if len(entries) > cap:
-        text += f"\n\n[{len(entries) - cap} more {noun} not shown; showing the first {cap}.]"
+    """The first `cap` entries, one a line, and no more than MAX_READ_CHARS characters (a
+    tree of long paths is long even in 500 lines); a note says how many more there are."""
+    shown: list[str] = []
+    chars = 0
+    for entry in entries[:cap]:
+        chars += len(entry) + 1
+        if shown and chars > MAX_READ_CHARS:
+            break
+        shown.append(entry)
+    text = "\n".join(shown)
+    if len(entries) > len(shown):
+        text += (
+            f"\n\n[{len(entries) - len(shown)} more {noun} not shown; "
+            f"showing the first {len(shown)}.]"
+        )
     return text
 
 

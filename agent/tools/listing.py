@@ -8,8 +8,9 @@ listed as a file, told them apart). So a link is listed as `name@`, whatever it 
 and never walked into. Folders are `name/`, named pipes `name|` and sockets `name=`, as
 `ls -F` writes them; anything else is its bare name.
 
-A name that is not UTF-8 is shown with its odd bytes as escapes (`\\xff`), so that the text
-can be sent to the model and stored.
+A name that is not UTF-8 is shown with its odd bytes as escapes (`\\udcff`), so that the
+text can be sent to the model and stored; control characters too (`\\n`), so that each
+entry is one line.
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ class Entry:
         return len(self.path.parts)
 
     def shown(self) -> str:
-        return printable(self.path.as_posix()) + MARKS.get(self.kind, "")
+        text = printable(self.path.as_posix())
+        if not text.isprintable():
+            text = "".join(char if char.isprintable() else _escaped(char) for char in text)
+        return text + MARKS.get(self.kind, "")
+
+
+def _escaped(char: str) -> str:
+    return char.encode("unicode_escape").decode("ascii")
 
 
 def kind_of(entry: os.DirEntry[str]) -> str:
