@@ -46,7 +46,7 @@ async def until(condition: Any, timeout: float = PROMPT) -> None:
 async def test_an_owners_stuck_calls_hold_only_that_owners_places(gate: threading.Event) -> None:
     threads = OwnerThreads(per_owner=2, wait=0.3)
     held = [asyncio.create_task(threads.run("ada", stuck, gate)) for _ in range(2)]
-    await until(lambda: threads.alive("ada") == 2)
+    await until(lambda: threads.running("ada") == 2)
 
     # Bob's calls run at once, as many as he has places for, while ada's are stuck.
     async with asyncio.timeout(PROMPT):
@@ -61,14 +61,14 @@ async def test_an_owners_stuck_calls_hold_only_that_owners_places(gate: threadin
 
     gate.set()
     assert await asyncio.gather(*held) == ["released", "released"]
-    await until(lambda: threads.alive("ada") == 0)
+    await until(lambda: threads.running("ada") == 0)
     assert await threads.run("ada", str.upper, "a") == "A"
 
 
 async def test_a_call_past_the_owners_places_waits_for_one_to_free(gate: threading.Event) -> None:
     threads = OwnerThreads(per_owner=1, wait=PROMPT)
     first = asyncio.create_task(threads.run("ada", stuck, gate))
-    await until(lambda: threads.alive("ada") == 1)
+    await until(lambda: threads.running("ada") == 1)
     second = asyncio.create_task(threads.run("ada", str.upper, "a"))
     await asyncio.sleep(0.2)
     assert not second.done()
@@ -83,15 +83,28 @@ async def test_a_cancelled_call_returns_at_once_and_its_thread_keeps_its_place(
 ) -> None:
     threads = OwnerThreads(per_owner=3, wait=0.1)
     call = asyncio.create_task(threads.run("ada", stuck, gate))
-    await until(lambda: threads.alive("ada") == 1)
+    await until(lambda: threads.running("ada") == 1)
     started = time.monotonic()
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
     assert time.monotonic() - started < 1
-    assert threads.alive("ada") == 1  # the thread is still in its call
+    assert threads.running("ada") == 1  # the thread is still in its call
     gate.set()
-    await until(lambda: threads.alive("ada") == 0)
+    await until(lambda: threads.running("ada") == 0)
+
+
+async def test_an_idle_thread_is_used_again_and_a_stuck_one_is_passed_by(
+    gate: threading.Event,
+) -> None:
+    threads = OwnerThreads()
+    first = await threads.run("ada", threading.get_ident)
+    assert await threads.run("bob", threading.get_ident) == first
+    held = asyncio.create_task(threads.run("ada", stuck, gate))  # takes the idle thread
+    await until(lambda: threads.running("ada") == 1)
+    assert await threads.run("bob", threading.get_ident) != first
+    gate.set()
+    assert await held == "released"
 
 
 async def test_results_errors_and_context_reach_the_caller() -> None:
@@ -102,7 +115,7 @@ async def test_results_errors_and_context_reach_the_caller() -> None:
     assert await threads.run(None, int, "12") == 12
     with pytest.raises(ValueError, match="invalid literal"):
         await threads.run(None, int, "twelve")
-    assert threads.alive(None) == 0
+    assert threads.running(None) == 0
 
 
 class StuckTool(Tool):
@@ -129,9 +142,9 @@ async def test_the_registrys_time_limit_stops_a_stuck_call_at_once(gate: threadi
     assert time.monotonic() - started < 3
     from agent.tools.blocking import threads
 
-    assert threads.alive(41) == 1
+    assert threads.running(41) == 1
     gate.set()
-    await until(lambda: threads.alive(41) == 0)
+    await until(lambda: threads.running(41) == 0)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tools' blocking calls, each in a thread of its own, counted against the turn's owner.
+"""Tools' blocking calls, each in a thread counted against the turn's owner.
 
 Why not `asyncio.to_thread`: it runs a call in the event loop's default executor, a pool of
 a few threads (cores + 4) that the whole process shares, and that more than tools need: the
@@ -7,17 +7,19 @@ to a thread run there too. A call that never returns (an open of a named pipe, a
 hung network share) keeps its thread for good; a handful of them, from one user, held every
 thread of the pool, and every user's turns stopped.
 
-Here each call gets a new daemon thread, and an owner has at most `per_owner` of them alive
-at once. A call past that waits up to `wait` seconds for one of them to end, and is refused
-plainly after. So a thread that never returns holds one of its owner's places, never one of
-anybody else's, nor the shared pool. A call that the registry's time limit (or a stop)
-cancels returns at once; its thread lives on until the call ends, and keeps its owner's
-place till then. Being a daemon, a stuck thread does not hold up the process's exit either.
+Here an owner has at most `per_owner` calls running at once. A call past that waits up to
+`wait` seconds for one of them to end, and is refused plainly after. Threads are not a
+fixed pool either: a call takes an idle thread, or starts one when none is idle, so a
+thread that never returns holds one of its owner's places and nobody else's. A call that
+the registry's time limit (or a stop) cancels returns at once; its thread lives on until
+the call ends, and keeps its owner's place till then. Threads are daemons: a stuck one does
+not hold up the process's exit. A thread idle for IDLE_SECONDS ends, and at most MAX_IDLE
+wait for work, so that a burst leaves no crowd behind.
 
-A waiting call looks for a free place every POLL seconds rather than being handed one: the
-threads end in threads of their own, and the owner's waiting calls may be on any event loop
-of the process (a worker runs each task in a loop of its own). Only calls past an owner's
-few wait at all, and file tools' calls take milliseconds.
+A waiting call looks for a free place every POLL seconds rather than being handed one: calls
+end in threads of their own, and the owner's waiting calls may be on any event loop of the
+process (a worker runs each task in a loop of its own). Only calls past an owner's few wait
+at all, and file tools' calls take milliseconds.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from agent.tools.base import ToolContext, ToolError
@@ -40,47 +44,47 @@ R = TypeVar("R")
 PER_OWNER = 4
 WAIT = 30.0
 POLL = 0.02
+MAX_IDLE = 8
+IDLE_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    owner: object
+    context: contextvars.Context
+    call: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[Any]
 
 
 class OwnerThreads:
-    """Threads for blocking calls, at most `per_owner` alive per owner."""
+    """Threads for blocking calls, at most `per_owner` calls running per owner."""
 
     def __init__(self, *, per_owner: int = PER_OWNER, wait: float = WAIT) -> None:
         self.per_owner = per_owner
         self.wait = wait
         self._lock = threading.Lock()
-        self._alive: dict[object, int] = {}
+        self._running: dict[object, int] = {}
+        self._idle: list[_Worker] = []
 
-    def alive(self, owner: object) -> int:
-        """How many threads of `owner` are still running (some maybe long cancelled)."""
+    def running(self, owner: object) -> int:
+        """How many calls of `owner` are still running (some maybe long cancelled)."""
         with self._lock:
-            return self._alive.get(owner, 0)
+            return self._running.get(owner, 0)
 
     async def run(
         self, owner: object, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
     ) -> R:
-        """`call(*args, **kwargs)` in a new thread counted against `owner`; its result.
+        """`call(*args, **kwargs)` in a thread, counted against `owner`; its result.
         Raises ToolError when the owner's places stay taken for `wait` seconds."""
         await self._take(owner)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[R] = loop.create_future()
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            result: Any = None
-            error: BaseException | None = None
-            try:
-                result = context.run(call, *args, **kwargs)
-            except BaseException as exc:  # handed to the awaiting call, which raises it
-                error = exc
-            finally:
-                # Before the answer: whoever gets it finds the place free again.
-                self._give(owner)
-            _settle(loop, done, result, error)
-
-        name = f"tool-call-{owner}"
+        job = _Job(owner, contextvars.copy_context(), call, args, kwargs, loop, done)
         try:
-            threading.Thread(target=work, name=name, daemon=True).start()
+            self._worker().jobs.put(job)
         except BaseException:
             self._give(owner)
             raise
@@ -101,37 +105,85 @@ class OwnerThreads:
 
     def _try_take(self, owner: object) -> bool:
         with self._lock:
-            alive = self._alive.get(owner, 0)
-            if alive >= self.per_owner:
+            running = self._running.get(owner, 0)
+            if running >= self.per_owner:
                 return False
-            self._alive[owner] = alive + 1
+            self._running[owner] = running + 1
             return True
 
     def _give(self, owner: object) -> None:
         with self._lock:
-            left = self._alive[owner] - 1
+            left = self._running[owner] - 1
             if left:
-                self._alive[owner] = left
+                self._running[owner] = left
             else:
-                del self._alive[owner]
+                del self._running[owner]
+
+    def _worker(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _Worker(self)
+
+    def _rest(self, worker: _Worker) -> bool:
+        """Whether `worker`, done with its call, waits for another (else it ends)."""
+        with self._lock:
+            if len(self._idle) >= MAX_IDLE:
+                return False
+            self._idle.append(worker)
+            return True
+
+    def _retire(self, worker: _Worker) -> bool:
+        """Whether `worker`, idle for long, may end: not when a call took it meanwhile."""
+        with self._lock:
+            if worker not in self._idle:
+                return False
+            self._idle.remove(worker)
+            return True
 
 
-def _settle(
-    loop: asyncio.AbstractEventLoop,
-    done: asyncio.Future[Any],
-    result: Any,
-    error: BaseException | None,
-) -> None:
+class _Worker:
+    def __init__(self, threads: OwnerThreads) -> None:
+        self.threads = threads
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="tool-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                job = self.jobs.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                if self.threads._retire(self):
+                    return
+                continue
+            result, error = self._call(job)
+            # Idle again before the answer goes: the caller's next call finds this thread.
+            resting = self.threads._rest(self)
+            _settle(job, result, error)
+            if not resting:
+                return
+
+    def _call(self, job: _Job) -> tuple[Any, BaseException | None]:
+        try:
+            return job.context.run(job.call, *job.args, **job.kwargs), None
+        except BaseException as exc:  # handed to the awaiting call, which raises it
+            return None, exc
+        finally:
+            # Before the answer too: whoever gets it finds the owner's place free again.
+            self.threads._give(job.owner)
+
+
+def _settle(job: _Job, result: Any, error: BaseException | None) -> None:
     def settle() -> None:
-        if done.cancelled():  # the call was stopped meanwhile; nobody waits for this
+        if job.done.cancelled():  # the call was stopped meanwhile; nobody waits for this
             return
         if error is not None:
-            done.set_exception(error)
+            job.done.set_exception(error)
         else:
-            done.set_result(result)
+            job.done.set_result(result)
 
     try:
-        loop.call_soon_threadsafe(settle)
+        job.loop.call_soon_threadsafe(settle)
     except RuntimeError:  # the loop is closed: its turn ended while the call ran on
         logger.info("a tool call ended after its event loop was closed")
 

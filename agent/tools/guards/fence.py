@@ -124,15 +124,6 @@ class Workspace:
                 "links met there are not followed, only paths inside the workspace are allowed"
             ) from exc
 
-    def allows(self, path: Path) -> bool:
-        """Whether an existing path found by walking (e.g. a symlink) may be shown or used."""
-        if not self.restrict:
-            return True
-        try:
-            return self.contains(path.resolve())
-        except (OSError, RuntimeError):
-            return False
-
     def display(self, path: Path) -> str:
         """A short name for ``path``: relative to the root when inside, absolute otherwise."""
         if path == self.root:
