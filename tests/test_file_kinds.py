@@ -146,6 +146,16 @@ async def test_folders_in_place_of_files_and_files_in_place_of_folders(
     assert (ws / "file.txt").read_text() == "text"
 
 
+async def test_a_pipe_or_a_file_is_no_folder_to_list(tools: ToolRegistry, ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    (ws / "notes.md").write_text("notes")
+    for tool, args in [("list_dir", {}), ("glob", {"pattern": "*"})]:
+        result = await run(tools, tool, {**args, "path": "pipe"})
+        assert result == "Error: 'pipe' is a named pipe, not a directory"
+        result = await run(tools, tool, {**args, "path": "notes.md"})
+        assert result == "Error: 'notes.md' is a file, not a directory; use read_file to read it"
+
+
 async def test_a_regular_file_is_used_as_ever(tools: ToolRegistry, ws: Path) -> None:
     assert await run(tools, "write_file", {"path": "a.txt", "content": "one\n"}) == (
         "Wrote 4 bytes to a.txt"

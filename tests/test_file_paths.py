@@ -15,6 +15,7 @@ import pytest
 
 from agent.tools import ToolContext, ToolRegistry, Workspace, build_registry
 from agent.tools.guards.folders import make_user_folder
+from agent.tools.listing import MAX_HELD, Entry, walk
 
 LISTINGS: list[tuple[str, dict[str, Any]]] = [
     ("list_dir", {}),
@@ -240,3 +241,27 @@ async def test_text_no_utf8_can_hold_is_refused_plainly(ws: Path, tool: str, fie
     edit = {"path": "b.txt", "old_text": "old", "new_text": "\udcff"}
     assert (await tools.execute("edit_file", edit)).startswith("Error: new_text holds a lone")
     assert (ws / "b.txt").read_text() == "old"
+
+
+def test_a_deep_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
+    top = tmp_path / "deep"
+    bottom = top.joinpath(*(f"l{level}" for level in range(100)))
+    bottom.mkdir(parents=True)
+    (bottom / "end.txt").write_text("")
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    before = len(os.listdir("/proc/self/fd"))
+    most = before
+
+    def keep(entry: Entry) -> bool:
+        nonlocal most
+        most = max(most, len(os.listdir("/proc/self/fd")))
+        return True
+
+    try:
+        found = [entry.path for entry in walk(fd, keep=keep, enter=lambda entry: True)]
+    finally:
+        os.close(fd)
+    assert found[-1] == "/".join(f"l{level}" for level in range(100)) + "/end.txt"
+    assert len(found) == 101
+    assert most - before <= MAX_HELD + 1
+    assert len(os.listdir("/proc/self/fd")) == before - 1  # all closed, `fd` too

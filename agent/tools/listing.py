@@ -19,7 +19,6 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from agent import openat
 from agent.tools.guards import is_noise_dir
@@ -27,6 +26,9 @@ from agent.tools.guards.fence import printable
 
 FILE, FOLDER, LINK, PIPE, SOCKET, OTHER = "file", "folder", "link", "pipe", "socket", "other"
 MARKS = {FOLDER: "/", LINK: "@", PIPE: "|", SOCKET: "="}
+# Descriptors a walk keeps open at most, however deep the tree: each one fewer for the
+# process's sockets and files.
+MAX_HELD = 32
 NOTATION = (
     "Folders end with '/', links with '@' (not followed: see where one leads with exec), "
     "named pipes with '|', sockets with '='."
@@ -35,15 +37,19 @@ NOTATION = (
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    path: PurePosixPath  # relative to the folder listed
+    parts: tuple[str, ...]  # the path relative to the folder listed
     kind: str
 
     @property
-    def depth(self) -> int:
-        return len(self.path.parts)
+    def name(self) -> str:
+        return self.parts[-1]
+
+    @property
+    def path(self) -> str:
+        return "/".join(self.parts)
 
     def shown(self) -> str:
-        text = printable(self.path.as_posix())
+        text = printable(self.path)
         if not text.isprintable():
             text = "".join(char if char.isprintable() else _escaped(char) for char in text)
         return text + MARKS.get(self.kind, "")
@@ -76,40 +82,62 @@ def walk(
     fd: int, *, keep: Callable[[Entry], bool], enter: Callable[[Entry], bool]
 ) -> Iterator[Entry]:
     """The entries below the open folder `fd` that `keep` keeps; a kept folder is walked
-    into when `enter` says so. Each folder is opened from `fd` one part of its path at a
-    time, never through a link (one swapped in meanwhile is left out): however deep the
-    tree, the walk holds two descriptors at most and recurses not at all."""
-    pending: list[PurePosixPath] = [PurePosixPath()]
-    while pending:
-        rel = pending.pop()
-        try:
-            folder = _open_below(fd, rel)
-        except OSError:  # gone, made a link or unreadable since it was listed
-            continue
-        try:
-            with os.scandir(folder) as entries:
-                found = [Entry(rel / entry.name, kind_of(entry)) for entry in entries]
-        finally:
-            os.close(folder)
-        for entry in found:
-            if not keep(entry):
+    into when `enter` says so, depth first, each opened from its parent without following a
+    link (one swapped in meanwhile is left out). However deep the tree, the walk recurses
+    not at all and holds at most MAX_HELD descriptors."""
+    pending: list[tuple[str, ...]] = [()]
+    with _Chain(fd) as chain:
+        while pending:
+            rel = pending.pop()
+            try:
+                folder = chain.open(rel)
+            except OSError:  # gone, made a link or unreadable since it was listed
                 continue
-            yield entry
-            if entry.kind == FOLDER and enter(entry):
-                pending.append(entry.path)
+            try:
+                with os.scandir(folder) as entries:
+                    found = [Entry((*rel, entry.name), kind_of(entry)) for entry in entries]
+            finally:
+                os.close(folder)
+            for entry in found:
+                if keep(entry):
+                    yield entry
+                    if entry.kind == FOLDER and enter(entry):
+                        pending.append(entry.parts)
 
 
-def _open_below(fd: int, rel: PurePosixPath) -> int:
-    current = os.dup(fd)
-    try:
-        for part in rel.parts:
-            child = openat.open_dir(part, current)
-            os.close(current)
-            current = child
-    except BaseException:
-        os.close(current)
-        raise
-    return current
+class _Chain:
+    """Open descriptors of the folders from the top of a walk down to the last one opened
+    (MAX_HELD at most), so that the next folder, depth first, is opened from its parent
+    rather than part by part from the top; past MAX_HELD levels it is, from the deepest."""
+
+    def __init__(self, fd: int) -> None:
+        self.held: list[tuple[tuple[str, ...], int]] = [((), os.dup(fd))]
+
+    def __enter__(self) -> _Chain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _, fd in self.held:
+            os.close(fd)
+        self.held.clear()
+
+    def open(self, rel: tuple[str, ...]) -> int:
+        """A new descriptor of the folder at the parts `rel`, for the caller to close."""
+        while len(self.held) > 1 and rel[: len(self.held[-1][0])] != self.held[-1][0]:
+            os.close(self.held.pop()[1])
+        base, fd = self.held[-1]
+        fd = os.dup(fd)
+        try:
+            for part in rel[len(base) :]:
+                child = openat.open_dir(part, fd)
+                os.close(fd)
+                fd = child
+                if len(self.held) < MAX_HELD:
+                    self.held.append(((*self.held[-1][0], part), os.dup(fd)))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
 
 def listing(fd: int, *, recursive: bool) -> list[str]:
@@ -117,7 +145,7 @@ def listing(fd: int, *, recursive: bool) -> list[str]:
     `recursive`), noise folders left out, sorted."""
     entries = walk(
         fd,
-        keep=lambda entry: not (entry.kind == FOLDER and is_noise_dir(entry.path.name)),
+        keep=lambda entry: not (entry.kind == FOLDER and is_noise_dir(entry.name)),
         enter=lambda entry: recursive,
     )
     return sorted(entry.shown() for entry in entries)
@@ -141,11 +169,11 @@ def glob_matches(fd: int, pattern: str) -> list[str]:
     wanted = set(segments)
 
     def keep(entry: Entry) -> bool:
-        name = entry.path.name
+        name = entry.name
         return entry.kind != FOLDER or name in wanted or not is_noise_dir(name)
 
     def enter(entry: Entry) -> bool:
-        return max_depth is None or entry.depth < max_depth
+        return max_depth is None or len(entry.parts) < max_depth
 
     entries = walk(fd, keep=keep, enter=enter)
-    return sorted(entry.shown() for entry in entries if matcher.match(entry.path.as_posix()))
+    return sorted(entry.shown() for entry in entries if matcher.match(entry.path))
