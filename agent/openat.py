@@ -34,8 +34,8 @@ class LinkFound(OSError):
 
 
 class NotAFile(OSError):
-    """Something other than a plain file, or a folder, where a file was to be opened: `kind`
-    says what ("a named pipe", "a socket", "a device")."""
+    """A named pipe, a socket or a device where a plain file was to be opened: `kind` says
+    which, in words ("a named pipe")."""
 
     def __init__(self, kind: str, name: str) -> None:
         super().__init__(errno.EINVAL, f"it is {kind}, not a regular file", name)
@@ -138,7 +138,7 @@ def open_plain_in(parent_fd: int, name: str, flags: int, mode: int = 0o666) -> i
     try:
         fd = open_in(parent_fd, name, flags | os.O_NONBLOCK, mode)
     except OSError as exc:
-        # A pipe without a reader, or a socket, opened for writing: one swapped in since.
+        # A pipe without a reader (opened for writing), or a socket: one swapped in since.
         if exc.errno == errno.ENXIO:
             _refuse_odd(_mode_at(parent_fd, name), name)
         raise
@@ -176,8 +176,8 @@ def kind_of(mode: int) -> str:
 
 
 def kind_at(path: Path) -> str:
-    """`kind_of` the entry at `path` itself (a link is "a link"), for telling a person what
-    is there; "nothing" when there is nothing."""
+    """`kind_of` the entry at `path` itself (a link is "a link"), for an error's words;
+    "nothing" when there is nothing."""
     try:
         return kind_of(os.lstat(path).st_mode)
     except OSError:

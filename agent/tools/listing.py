@@ -59,7 +59,7 @@ def _escaped(char: str) -> str:
     return char.encode("unicode_escape").decode("ascii")
 
 
-def kind_of(entry: os.DirEntry[str]) -> str:
+def entry_kind(entry: os.DirEntry[str]) -> str:
     """The kind of `entry` as its folder has it; a link's target is never looked at."""
     try:
         if entry.is_symlink():
@@ -95,7 +95,7 @@ def walk(
                 continue
             try:
                 with os.scandir(folder) as entries:
-                    found = [Entry((*rel, entry.name), kind_of(entry)) for entry in entries]
+                    found = [Entry((*rel, entry.name), entry_kind(entry)) for entry in entries]
             finally:
                 os.close(folder)
             for entry in found:
