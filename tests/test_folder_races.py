@@ -133,7 +133,9 @@ async def test_a_write_never_reaches_another_users_file(
     with swapping(alice / "notes.md", plain_file("alice's instructions"), bob / "AGENTS.md"):
         await run_racing(tools, alice, tool, args)
     assert (bob / "AGENTS.md").read_text() == BOBS
-    # Once the swapping stops, the file is alice's own again, and the tool works on it.
+    # Once the swapping stops, the file is alice's own again, and the tool works on it. (A
+    # call of the race may have changed it after the last swap, when it was hers too.)
+    (alice / "notes.md").write_text("alice's instructions")
     assert not (await tools.execute(tool, args, as_user(alice))).startswith("Error")
     assert "PLANTED" in (alice / "notes.md").read_text()
 
