@@ -19,7 +19,6 @@ deleted the socket closes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agent import failures
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
+from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark
 from agent.events import (
     Earlier,
@@ -163,13 +163,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(f"send a JSON text frame of at most {MAX_MESSAGE_CHARS} characters")
             return
         try:
-            frame = json.loads(text_data)
-        except json.JSONDecodeError:
-            await self._error("the frame is not valid JSON")
-            return
-        except RecursionError:
-            # Nesting past the recursion limit fits in a frame; left alone it ends the socket.
-            await self._error("the frame is nested too deeply")
+            frame = read_frame(text_data)
+        except UnreadableFrame as exc:
+            await self._error(str(exc))
             return
         await self.receive_json(frame)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,8 @@ SURROGATE_MESSAGE = "contains an unpaired surrogate character"
 
 class SafeJSONParser(JSONParser):
     """JSON as DRF reads it, less what would break the server further on: nesting past
-    Python's recursion limit, and text with a lone surrogate in it."""
+    Python's recursion limit, and text with a lone surrogate in it. An integer past Python's
+    digit limit is refused in plain words, not in the interpreter's."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:
@@ -31,8 +33,23 @@ class SafeJSONParser(JSONParser):
             # Each such body would otherwise log a traceback thousands of frames long.
             logger.warning("API request body nested too deeply to parse")
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
+        except ParseError as exc:
+            # Python's own words name a function of its own ("use
+            # sys.set_int_max_str_digits()"), of no use to a client.
+            if _too_many_digits(exc.__context__):
+                limit = sys.get_int_max_str_digits()
+                raise ParseError(
+                    f"JSON parse error - a number in the body has more than {limit} digits."
+                ) from None
+            raise
         _refuse_surrogates(data)
         return data
+
+
+def _too_many_digits(error: BaseException | None) -> bool:
+    # `int()` of a numeral longer than the interpreter's limit, which guards it against
+    # conversions of quadratic cost; no other error of the JSON reader says this.
+    return isinstance(error, ValueError) and "integer string conversion" in str(error)
 
 
 def _refuse_surrogates(data: Any) -> None:
