@@ -32,7 +32,7 @@ from agent import failures
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
 from agent.doors.frame_json import UnreadableFrame, read_frame
-from agent.doors.joining import JoinMark
+from agent.doors.joining import JoinMark, StreamJoin
 from agent.events import (
     Earlier,
     Emit,
@@ -58,8 +58,6 @@ from agent.turn import (
     history_page,
     is_command,
     is_running_here,
-    join_stream,
-    leave_stream,
     listen_to_relayed,
     model_in_use,
     pending_requests,
@@ -86,10 +84,6 @@ MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
 MAX_PENDING_TURNS = 3
 # How often a socket looks at a turn it shows running but this process does not run.
 FOLLOW_SECONDS = 2.0
-# How long a socket that opened while a turn streams waits for the turn to answer its
-# request for the text so far, and how often it asks.
-JOIN_WAIT_SECONDS = 1.0
-JOIN_ATTEMPTS = 3
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
@@ -101,7 +95,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     group = ""
     follower: asyncio.Task[None] | None = None
     followed: str | None = None
-    joiner: asyncio.Task[None] | None = None
+    joiner: StreamJoin | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -137,7 +131,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(request.to_dict())
         if unfinished is not None:
             if running:
-                self._join(unfinished.pk)
+                self.joiner = StreamJoin(unfinished.pk, self.channel_name)
             if not is_running_here(session.pk):
                 self._follow(str(unfinished.pk))
 
@@ -149,11 +143,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self.follower is not None:
             self.follower.cancel()
         if self.joiner is not None:
-            self.joiner.cancel()
-            if self.joined.is_set():
-                # The turn would go on sending this socket its stream until the layer
-                # refused it.
-                await leave_stream(self.joined_run, self.channel_name)
+            await self.joiner.leave()
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -351,24 +341,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def live_joined(self, message: dict[str, Any]) -> None:
         """The running turn took this socket's request to join its stream (`join_stream`);
         its frames follow."""
-        self.joined.set()
-
-    def _join(self, run_id: UUID) -> None:
-        """Ask for the text the running turn has streamed so far, and the rest of it."""
-        self.joined = asyncio.Event()
-        self.joined_run = run_id
-        self.joiner = asyncio.create_task(self._join_stream(run_id))
-
-    async def _join_stream(self, run_id: UUID) -> None:
-        # A turn that has only just started may not listen on its run's group yet.
-        for _ in range(JOIN_ATTEMPTS):
-            await join_stream(run_id, self.channel_name)
-            try:
-                await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_SECONDS)
-                return
-            except TimeoutError:
-                if self.session_id is None:
-                    return
+        if self.joiner is not None:
+            self.joiner.took()
 
     async def session_closed(self, message: dict[str, Any]) -> None:
         """The session was deleted (`fanout.CLOSED`)."""

@@ -12,6 +12,9 @@ published before the socket joined, and is dropped. A mark sent before the layer
 subscription to the group takes effect is lost; nothing can be stale then (the process heard
 nothing of the group before), so a later mark that comes back first lets what was held
 through. After `MARKS` marks with none back, what was held goes through as it is.
+
+A socket that opens while a turn streams in another socket's process joins that stream too
+(`StreamJoin`): it asks the turn for the text so far and the rest of it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
+
+from agent.turn import join_stream, leave_stream
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +33,10 @@ logger = logging.getLogger(__name__)
 JOINED = "session.joined"
 MARK_EVERY = 0.25
 MARKS = 8
+# How long a socket that opened while a turn streams waits for the turn to answer its
+# request for the text so far, and how often it asks.
+JOIN_WAIT_SECONDS = 1.0
+JOIN_ATTEMPTS = 3
 
 
 class JoinMark:
@@ -109,3 +119,35 @@ class JoinMark:
         while self.held:
             await self.deliver(self.held.pop(0))
         self.held = None
+
+
+class StreamJoin:
+    """One socket's request for the text that run `run_id`'s turn has streamed so far, and
+    the rest of it (`agent.turn.join_stream`), made at once."""
+
+    def __init__(self, run_id: UUID, channel: str) -> None:
+        self.run_id = run_id
+        self.channel = channel
+        self.joined = asyncio.Event()
+        self.task = asyncio.create_task(self._ask())
+
+    def took(self) -> None:
+        """The turn took the request: its frames follow."""
+        self.joined.set()
+
+    async def leave(self) -> None:
+        """The socket closed."""
+        self.task.cancel()
+        if self.joined.is_set():
+            # The turn would go on sending this socket its stream until the layer refused it.
+            await leave_stream(self.run_id, self.channel)
+
+    async def _ask(self) -> None:
+        # A turn that has only just started may not listen on its run's group yet.
+        for _ in range(JOIN_ATTEMPTS):
+            await join_stream(self.run_id, self.channel)
+            try:
+                await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_SECONDS)
+                return
+            except TimeoutError:
+                continue
