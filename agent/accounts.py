@@ -1,11 +1,22 @@
-"""Users' folders follow their accounts: a renamed user keeps their files, and a deleted
-user's folder is put aside, so that a new account of the same name starts empty."""
+"""What follows a user's account.
+
+Their folder: a renamed user keeps their files, and a deleted user's folder is put aside,
+so that a new account of the same name starts empty.
+
+Their access: once a change that may end it is committed (the user saved, deactivated,
+deleted, a password changed, a token deleted, a login signed out), whichever process made
+it tells the user's open sockets (`agent.turn.access_changed`), which check what let them
+in and close if it no longer holds. The turn package is imported when a receiver first
+runs: every process loads this module with the app, and few change accounts.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import transaction
 
 from agent.conf import agent_settings
@@ -57,3 +68,59 @@ def retire_folder(sender: Any, instance: Any, **kwargs: Any) -> None:
             logger.exception("could not put aside the folder of the deleted user %r", username)
 
     transaction.on_commit(retire, robust=True)
+
+
+def end_access(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    """`post_save` of a user: their sockets check their access again (a password change
+    ends their other logins; a deactivation all of it). A sign-in's save, which changes only
+    the time of the last one, changes no access."""
+    update_fields = kwargs.get("update_fields")
+    if raw or created or (update_fields is not None and set(update_fields) <= {"last_login"}):
+        return
+    from agent.turn import access_changed
+
+    user_id = instance.pk
+    _after_commit(lambda: access_changed(user_id), f"ending the access of user {user_id}")
+
+
+def forget_access(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """`post_delete` of a user: their sockets close."""
+    from agent.turn import access_changed
+
+    user_id = instance.pk
+    _after_commit(lambda: access_changed(user_id), f"closing the sockets of user {user_id}")
+
+
+def end_token(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """`post_delete` of an API token: the sockets it opened close."""
+    from agent.turn import access_changed
+
+    user_id = instance.user_id
+    _after_commit(lambda: access_changed(user_id), f"ending a token of user {user_id}")
+
+
+def end_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """`user_logged_out`: the sockets of that login close. The signal comes before the
+    login's session is ended, so the message names it rather than let the sockets look."""
+    session = getattr(request, "session", None)
+    if user is None or session is None or not session.session_key:
+        return
+    from agent.turn import access_changed, credential_digest
+
+    user_id, digest = user.pk, credential_digest(session.session_key)
+    _after_commit(lambda: access_changed(user_id, credential=digest), f"signing out user {user_id}")
+
+
+def _after_commit(tell: Callable[[], Awaitable[None]], what: str) -> None:
+    """Run the coroutine function `tell` once the change is committed, from sync code: on a
+    loop of its own in a command or a shell, on the server's from a view's thread. It waits
+    for the events it published (`delivering`); a failure is only logged, the change stands."""
+    from agent.turn import delivering
+
+    def run() -> None:
+        try:
+            async_to_sync(delivering(tell, what=what))()
+        except Exception:
+            logger.exception("%s failed", what)
+
+    transaction.on_commit(run, robust=True)

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.contrib.auth.signals import user_logged_out
 from django.core import checks
 from django.db.models.signals import post_delete, post_migrate, post_save, pre_save
 
@@ -41,6 +42,13 @@ class AgentConfig(AppConfig):
         pre_save.connect(accounts.note_old_username, sender=user, dispatch_uid="agent.user_name")
         post_save.connect(accounts.follow_rename, sender=user, dispatch_uid="agent.user_renamed")
         post_delete.connect(accounts.retire_folder, sender=user, dispatch_uid="agent.user_deleted")
+        # What let a socket in holds only as long as the account, the token and the login do.
+        from rest_framework.authtoken.models import Token
+
+        post_save.connect(accounts.end_access, sender=user, dispatch_uid="agent.user_access")
+        post_delete.connect(accounts.forget_access, sender=user, dispatch_uid="agent.user_gone")
+        post_delete.connect(accounts.end_token, sender=Token, dispatch_uid="agent.token_deleted")
+        user_logged_out.connect(accounts.end_login, dispatch_uid="agent.logged_out")
         # After django-q2's tables (the schedules live there); Django sends post_migrate
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")

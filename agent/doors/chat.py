@@ -14,6 +14,13 @@ the turn go on runs the rest of it, as it runs a turn it started.
 A socket belongs to its user and to one session row for its whole life: every user has
 chat ids of their own, the socket's turns run in the row it opened, and when that row is
 deleted the socket closes.
+
+A socket lasts as long as what let it in (`credentials`): the user active, the token it came
+with, the login its cookie holds. It checks them before it acts on any frame (every turn it
+starts comes of one); a change reaches it through the user's group, and its process polls
+(`revocation`). A socket whose access ended runs nothing, says why and closes with 4401, and
+the turns it started stop: they ran on that access. (A tab that is merely closed leaves its
+turn running.)
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agent import failures
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
+from agent.doors.credentials import Revoked
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark, StreamJoin
+from agent.doors.revocation import REVOKED_TEXT, SocketAccess
 from agent.events import (
     Earlier,
     Emit,
@@ -110,11 +119,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         session = await get_or_create_session(key=key, owner=user)
         self.user = user
+        self.access = SocketAccess(
+            self.scope,
+            layer=self.channel_layer,
+            channel=self.channel_name,
+            revoke=self._revoke,
+            error=self._error,
+        )
         self.session_key, self.session_id = session.key, session.pk
         self.pending: set[asyncio.Task[None]] = set()
         self.group = session_group(session.pk)
         self.mark = JoinMark(self.channel_layer, self.group, self.channel_name, self._group_event)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.access.join()
         await self.mark.send()
         self.stop_relay = listen_to_relayed()
         page = await history_page(session_id=session.pk)
@@ -140,6 +157,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.mark.stop()
             self.stop_relay()
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.access.leave()
         if self.follower is not None:
             self.follower.cancel()
         if self.joiner is not None:
@@ -160,6 +178,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(frame)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        # A socket whose access ended acts on nothing, even before it hears of the end.
+        if not await self.access.allowed() or self.session_id is None:
+            return
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "stop":
             self._start("/stop")
@@ -343,6 +364,28 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         its frames follow."""
         if self.joiner is not None:
             self.joiner.took()
+
+    async def user_access(self, message: dict[str, Any]) -> None:
+        """The user's access changed (`fanout.ACCESS`)."""
+        if self.session_id is not None:
+            await self.access.changed(message)
+
+    async def _revoke(self, why: Revoked) -> None:
+        """Close the socket for good, its access having ended, and stop the turns it
+        started. A user who is gone took their chats with them: their socket closes as a
+        deleted chat's does."""
+        if self.session_id is None:
+            return
+        current = asyncio.current_task()
+        for task in list(self.pending):
+            if task is not current:
+                task.cancel()
+        if why is Revoked.DELETED:
+            await self.session_closed({})
+            return
+        await self._error(REVOKED_TEXT[why])
+        self.session_id = None
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def session_closed(self, message: dict[str, Any]) -> None:
         """The session was deleted (`fanout.CLOSED`)."""

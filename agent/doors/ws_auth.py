@@ -12,6 +12,8 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
+from agent.doors.credentials import TOKEN_SCOPE_KEY
+
 # Any other scheme ("null" from sandboxed frames and file:// pages, extensions) is no site.
 _WEB_SCHEMES = {"http", "https"}
 
@@ -89,12 +91,18 @@ class TokenAuthMiddleware(BaseMiddleware):
     `SameSiteOriginValidator` has found to be the site's own). Without one it comes from no
     page of this site: a script replaying a stolen cookie, or a browser context that hides
     where it runs. Such a socket is anonymous, and closed with 4401 like any other.
+
+    The token's key stays in the scope (`credentials.TOKEN_SCOPE_KEY`): the socket lasts only
+    as long as its token does.
     """
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         tokens = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
         if tokens:
-            scope = dict(scope, user=await _user_for_token(tokens[0]))
+            user = await _user_for_token(tokens[0])
+            scope = dict(scope, user=user)
+            if user.is_authenticated:
+                scope[TOKEN_SCOPE_KEY] = tokens[0]
         elif b"origin" not in dict(scope.get("headers", [])):
             scope = dict(scope, user=AnonymousUser())
         return await super().__call__(scope, receive, send)

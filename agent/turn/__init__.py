@@ -42,6 +42,10 @@ What a door may ask for, and what it gets back:
   stores the model its owner picked (as `/model NAME` does, refused if not allowed) and
   `model_in_use` names the one its next turn talks to; `is_running_here` says whether this
   process runs its turn. `session_group` names the channel-layer group its sockets join,
+  `user_group` the one every socket of a user joins, where `access_changed` tells them
+  that the user's access changed (`ACCESS` messages; a login is named by its
+  `credential_digest`); `layer_is_local` says whether this process's layer reaches only its
+  own sockets,
   `GroupSink` sends a turn's shared events there, `listen_to_relayed` passes on what
   workers relayed through the database (returns the call that stops it), and
   `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
@@ -59,6 +63,8 @@ What a door may ask for, and what it gets back:
   `heartbeat_users` and `user_heartbeat`, `consolidate_session` (coroutines that return
   how it went), `prune_relayed`; `delivering(work, what=)` makes a coroutine wait for the
   events it published before its event loop closes.
+- Reach the database from async code as the turn does (PostgreSQL's lanes, a connection
+  that died replaced): `on_db(fn)` makes a sync function awaitable.
 - Wire a process: `on_session_deleted` (a signal receiver), `write_through_database` (a
   worker's events go through the database when its channel layer is its own), and
   `watched_runs` (the runs this process's turns are running, for a worker that stops).
@@ -83,8 +89,16 @@ if TYPE_CHECKING:
     )
     from agent.turn.consolidation import consolidate_session
     from agent.turn.cron_runs import report_dead_cron_runs, run_cron_job
-    from agent.turn.fanout import GroupSink, delivering, on_session_deleted
-    from agent.turn.groups import session_group
+    from agent.turn.db import on_db
+    from agent.turn.fanout import (
+        ACCESS,
+        GroupSink,
+        access_changed,
+        credential_digest,
+        delivering,
+        on_session_deleted,
+    )
+    from agent.turn.groups import session_group, user_group
     from agent.turn.heartbeat import heartbeat_users, user_heartbeat
     from agent.turn.live import join_stream, leave_stream
     from agent.turn.locks import is_running_here
@@ -100,7 +114,12 @@ if TYPE_CHECKING:
         allowed_model,
         validate_content,
     )
-    from agent.turn.relay import listen_to_relayed, prune_relayed, write_through_database
+    from agent.turn.relay import (
+        layer_is_local,
+        listen_to_relayed,
+        prune_relayed,
+        write_through_database,
+    )
     from agent.turn.runs import approve_task, cancel_task, execute_task, resume_task, submit_task
     from agent.turn.service import SessionRef, rerun_turn, resume_turn, run_turn
     from agent.turn.slash import choose_session_model, is_command, model_in_use
@@ -135,8 +154,16 @@ _PLACES = {
     ),
     "consolidation": ("consolidate_session",),
     "cron_runs": ("report_dead_cron_runs", "run_cron_job"),
-    "fanout": ("GroupSink", "delivering", "on_session_deleted"),
-    "groups": ("session_group",),
+    "db": ("on_db",),
+    "fanout": (
+        "ACCESS",
+        "GroupSink",
+        "access_changed",
+        "credential_digest",
+        "delivering",
+        "on_session_deleted",
+    ),
+    "groups": ("session_group", "user_group"),
     "heartbeat": ("heartbeat_users", "user_heartbeat"),
     "live": ("join_stream", "leave_stream"),
     "locks": ("is_running_here",),
@@ -152,7 +179,7 @@ _PLACES = {
         "allowed_model",
         "validate_content",
     ),
-    "relay": ("listen_to_relayed", "prune_relayed", "write_through_database"),
+    "relay": ("listen_to_relayed", "layer_is_local", "prune_relayed", "write_through_database"),
     "runs": ("approve_task", "cancel_task", "execute_task", "resume_task", "submit_task"),
     "service": ("SessionRef", "rerun_turn", "resume_turn", "run_turn"),
     "slash": ("choose_session_model", "is_command", "model_in_use"),
@@ -179,6 +206,7 @@ _PLACES = {
 _MODULE_OF = {name: module for module, names in _PLACES.items() for name in names}
 
 __all__ = [
+    "ACCESS",
     "MAX_MESSAGE_CHARS",
     "ApprovalClosed",
     "ApprovalNotFound",
@@ -191,6 +219,7 @@ __all__ = [
     "TurnError",
     "TurnOptions",
     "TurnResult",
+    "access_changed",
     "allowed_model",
     "announce_subagent",
     "answer_approval",
@@ -200,6 +229,7 @@ __all__ = [
     "check_budget",
     "choose_session_model",
     "consolidate_session",
+    "credential_digest",
     "delivering",
     "execute_task",
     "get_or_create_session",
@@ -212,11 +242,13 @@ __all__ = [
     "is_running_here",
     "join_stream",
     "known_tool_names",
+    "layer_is_local",
     "leave_stream",
     "listen_to_relayed",
     "load",
     "messages_for_display",
     "model_in_use",
+    "on_db",
     "on_session_deleted",
     "pending_requests",
     "prune_relayed",
@@ -236,6 +268,7 @@ __all__ = [
     "turn_registry",
     "unfinished_run",
     "unknown_tools",
+    "user_group",
     "user_heartbeat",
     "validate_content",
     "watched_runs",

@@ -11,6 +11,9 @@ A send that the layer refuses is tried again, in order, while the turn goes on. 
 task runs on an event loop of its own that closes when the task returns, and with it every
 send still under way: `delivering` makes the task wait for its sends first, a while, and
 log as errors the events that never got through.
+
+A user's sockets, whatever their session, hear through the user's group that the user's
+access changed (`access_changed`): each checks the credential it was opened with again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import hashlib
 import logging
 import weakref
 from collections import Counter
@@ -30,7 +34,7 @@ from django.db import transaction
 
 from agent.events import Event
 from agent.turn import relay
-from agent.turn.groups import session_group
+from agent.turn.groups import session_group, user_group
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,8 @@ SHARED_TYPES = frozenset(
 HANDLER = "session.event"
 # Sent to a deleted session's group: its sockets close.
 CLOSED = "session.closed"
+# Sent to a user's group when their access changed (`access_changed`).
+ACCESS = "user.access"
 # How long a turn waits for a send before it goes on and leaves the send to finish alone.
 PUBLISH_WAIT = 5.0
 # How long a send keeps trying a layer that fails (Redis restarting). Past that the event is
@@ -85,6 +91,29 @@ async def publish(session_id: int, event: Event, *, origin: str = "") -> None:
 async def close_sockets(session_id: int) -> None:
     """Close every socket open on the session, in every process."""
     await _send(session_id, {"type": CLOSED})
+
+
+def credential_digest(secret: str) -> str:
+    """How a channel message names a login session's key or a token: by a hash of it, so
+    that the secret itself never travels through the layer (nor into its logs)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def access_changed(user_id: int, *, credential: str = "") -> None:
+    """Tell every socket of user `user_id`, in every process the layer reaches, that their
+    access changed: each checks the credential it was opened with again. `credential`, a
+    `credential_digest`, names one that is ending even if the database does not say so yet
+    (a login being signed out): its sockets close."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": ACCESS, "credential": credential}
+    try:
+        await asyncio.wait_for(layer.group_send(user_group(user_id), message), PUBLISH_WAIT)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # each socket still checks before it acts, and its process polls
+        logger.warning("could not tell the sockets of user %s of a change", user_id, exc_info=True)
 
 
 async def _send(session_id: int, message: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ ORIGIN = f"{socket.gethostname()}:{os.getpid()}"
 _writing = False
 
 
-def local_layer() -> bool:
+def layer_is_local() -> bool:
     """Whether this process's channel layer reaches only its own sockets."""
     return isinstance(get_channel_layer(), InMemoryChannelLayer)
 
@@ -50,7 +50,7 @@ def write_through_database() -> None:
     """Called in a worker process (django-q2's `pre_execute`): its events go through the
     database too, if its layer is its own."""
     global _writing
-    _writing = local_layer()
+    _writing = layer_is_local()
 
 
 async def forward(session_id: int, message: dict[str, Any]) -> None:
@@ -104,7 +104,7 @@ _readers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RelayReader] = (
 def listen_to_relayed() -> Callable[[], None]:
     """A socket of this process wants relayed events; returns the function that ends that.
     Nothing to do when the layer is shared (Redis)."""
-    if not local_layer():
+    if not layer_is_local():
         return lambda: None
     loop = asyncio.get_running_loop()
     reader = _readers.get(loop)
