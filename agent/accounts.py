@@ -6,8 +6,9 @@ so that a new account of the same name starts empty.
 Their access: once a change that may end it is committed (the user saved, deactivated,
 deleted, a password changed, a token deleted, a login signed out), whichever process made
 it tells the user's open sockets (`agent.turn.access_changed`), which check what let them
-in and close if it no longer holds. The turn package is imported when a receiver first
-runs: every process loads this module with the app, and few change accounts.
+in and close if it no longer holds. A deactivated user's turns stop, and those that wait
+for a person end (`agent.turn.stop_user_turns`). The turn package is imported when a
+receiver first runs: every process loads this module with the app, and few change accounts.
 """
 
 from __future__ import annotations
@@ -72,15 +73,22 @@ def retire_folder(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def end_access(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
     """`post_save` of a user: their sockets check their access again (a password change
-    ends their other logins; a deactivation all of it). A sign-in's save, which changes only
-    the time of the last one, changes no access."""
+    ends their other logins; a deactivation all of it), and a deactivated user's turns stop.
+    A sign-in's save, which changes only the time of the last one, changes no access."""
     update_fields = kwargs.get("update_fields")
     if raw or created or (update_fields is not None and set(update_fields) <= {"last_login"}):
         return
-    from agent.turn import access_changed
+    from agent.turn import access_changed, stop_user_turns
 
     user_id = instance.pk
-    _after_commit(lambda: access_changed(user_id), f"ending the access of user {user_id}")
+    deactivated = not getattr(instance, "is_active", True)
+
+    async def tell() -> None:
+        await access_changed(user_id)
+        if deactivated:
+            await stop_user_turns(user_id=user_id)
+
+    _after_commit(tell, f"ending the access of user {user_id}")
 
 
 def forget_access(sender: Any, instance: Any, **kwargs: Any) -> None:

@@ -447,6 +447,31 @@ def request_stop(*, session_id: int, exclude: UUID | None = None) -> tuple[int, 
     return queued + len(running), running
 
 
+class UserStop(NamedTuple):
+    """What `request_user_stop` found: how many runs it stopped or asked to stop, the
+    running ones (whose processes are to be told), and the sessions whose turns wait for a
+    person (which `agent.turn` ends, telling their sockets)."""
+
+    asked: int
+    running: list[UUID]
+    waiting_sessions: list[int]
+
+
+@transaction.atomic
+def request_user_stop(*, owner_id: int) -> UserStop:
+    """`request_stop` for every session of user `owner_id` (their sub-agents' sessions are
+    theirs too): a deactivated user's work ends."""
+    runs = Run.objects.filter(session__owner_id=owner_id)
+    unfinished = runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    asked, running = 0, []
+    for session_id in sorted(set(unfinished.values_list("session_id", flat=True))):
+        count, ids = request_stop(session_id=session_id)
+        asked += count
+        running += ids
+    waiting = runs.filter(status=Run.Status.WAITING).values_list("session_id", flat=True)
+    return UserStop(asked, running, sorted(set(waiting)))
+
+
 def delete_session(*, session: Session) -> None:
     """Delete the session with its messages and runs. A turn still running notices within
     a poll (its run is gone) and stops; `post_delete` tells its sockets."""

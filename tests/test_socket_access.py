@@ -1,7 +1,7 @@
 """A chat socket lasts as long as what let it in: its user active, the token it came with,
 the login its cookie holds. It looks before each frame it acts on; a change made through
 Django reaches it at once; one made behind Django's back is found by its process's poll.
-The turns a revoked socket started stop with it."""
+A deactivated user's turns stop, and their waiting approvals end."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from agent import accounts
 from agent.doors import chat as consumers
 from agent.doors import revocation
 from agent.doors.credentials import Revoked
-from sessions_app.models import Run, Session
+from sessions_app.models import Approval, Run, Session
 from tests.conftest import folder_of
 from tests.llm_server import ScriptedLLM
 from tests.ws import HOST, ORIGIN, communicator, open_chat, receive_until
@@ -237,6 +237,36 @@ async def test_the_poll_closes_a_socket_revoked_behind_every_signal(
 
 
 # ---- what was running --------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_deactivating_a_user_stops_their_turns_and_ends_their_waiting_approvals(
+    llm: ScriptedLLM, token: str, settings: Any
+) -> None:
+    settings.AGENT_APPROVE_TOOLS = ["write_file"]
+    # Each turn's one model call: neither gets to call it again.
+    llm.tool_call("exec", {"command": "sleep 30"})
+    working, _ = await open_chat("work", token)
+    await working.send_json_to({"type": "message", "content": "sleep"})
+    await receive_until(working, "tool_call")
+    llm.tool_call("write_file", {"path": "f.txt", "content": "F"})
+    asking, _ = await open_chat("ask", token)
+    await asking.send_json_to({"type": "message", "content": "write"})
+    await receive_until(asking, "thinking_finished")
+    # Both tabs closed: the turns are the user's, no socket's.
+    await working.disconnect()
+    await asking.disconnect()
+
+    await deactivate()
+    deadline = time.monotonic() + 5
+    while True:
+        runs = {run.session.key: run.status async for run in Run.objects.select_related("session")}
+        if runs == {"web:work": "cancelled", "web:ask": "cancelled"}:
+            break
+        assert time.monotonic() < deadline, runs
+        await asyncio.sleep(0.1)
+    assert [a.status async for a in Approval.objects.all()] == ["cancelled"]
+    assert len(llm.requests) == 2  # neither turn called the model again
 
 
 @pytest.mark.usefixtures("no_poll")

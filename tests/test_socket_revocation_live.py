@@ -1,7 +1,8 @@
 """Access that ends closes the sockets it opened, across processes: two daphne processes on
 one database (and one Redis, when the suite runs on it), and the change made in a third
 process (a `manage.py shell`) or in the other daphne (the admin, the logout page). Each
-socket is closed within a second of the change; a message sent as it closes runs nothing.
+socket is closed within a second of the change; a message sent as it closes runs nothing;
+a deactivated user's running turn stops and their waiting approval ends.
 
 Without Redis nothing the channel layer carries gets from one process to another: there the
 web process's poll of its sockets' credentials closes them."""
@@ -257,6 +258,40 @@ async def test_deactivating_the_user_in_the_admin_of_one_process_closes_their_so
         False,
         0,
     )
+
+
+async def test_deactivating_the_user_stops_their_running_turn_and_ends_their_waiting_approval(
+    sites: list[str], env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    token = login_token(env)
+    records = SiteRecords(env)
+    llm.tool_call("exec", {"command": "sleep 30"})
+    async with httpx.AsyncClient(
+        base_url=sites[0], headers={"Authorization": f"Token {token}"}, timeout=60
+    ) as api:
+        # A task of the API's, run by the first process; no socket has anything to do with it.
+        task = asyncio.create_task(api.post("/api/tasks", json={"prompt": "sleep", "wait": True}))
+        deadline = time.monotonic() + 20
+        while not llm.requests:
+            assert time.monotonic() < deadline and not task.done(), "the task never started"
+            await asyncio.sleep(0.05)
+        llm.tool_call("write_file", {"path": "f.txt", "content": "F"})
+        async with chat(sites[1], f"/ws/chat/ask/?token={token}") as socket:
+            await socket.send(json.dumps({"type": "message", "content": "write f.txt"}))
+            while (
+                json.loads(await asyncio.wait_for(socket.recv(), 20))["type"] != "thinking_finished"
+            ):
+                pass
+        # The tab is closed: what waits is the user's, not a socket's.
+        await shell(env, DEACTIVATE)
+        answered = await asyncio.wait_for(task, 10)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["status"] == "cancelled"
+    statuses = records.statuses()
+    assert statuses.pop("web:ask") == "cancelled"
+    assert list(statuses.values()) == ["cancelled"]
+    assert records.approvals() == ["cancelled"]
+    assert len(llm.requests) == 2  # neither turn called the model again
 
 
 # ---- a token, a login, a password, an account -----------------------------------------------

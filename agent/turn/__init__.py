@@ -63,6 +63,8 @@ What a door may ask for, and what it gets back:
   `heartbeat_users` and `user_heartbeat`, `consolidate_session` (coroutines that return
   how it went), `prune_relayed`; `delivering(work, what=)` makes a coroutine wait for the
   events it published before its event loop closes.
+- End a deactivated user's work: `stop_user_turns(user_id=)` stops their running and
+  queued turns and ends those that wait for a person, in every process.
 - Reach the database from async code as the turn does (PostgreSQL's lanes, a connection
   that died replaced): `on_db(fn)` makes a sync function awaitable.
 - Wire a process: `on_session_deleted` (a signal receiver), `write_through_database` (a
@@ -141,6 +143,7 @@ if TYPE_CHECKING:
         unknown_tools,
     )
     from agent.turn.trace import run_trace
+    from agent.turn.user_stop import stop_user_turns
     from agent.turn.watch import watched_runs
 
 # The module of the package each name of the interface lives in.
@@ -201,6 +204,7 @@ _PLACES = {
         "unknown_tools",
     ),
     "trace": ("run_trace",),
+    "user_stop": ("stop_user_turns",),
     "watch": ("watched_runs",),
 }
 _MODULE_OF = {name: module for module, names in _PLACES.items() for name in names}
@@ -262,6 +266,7 @@ __all__ = [
     "run_turn",
     "session_group",
     "settle_approvals",
+    "stop_user_turns",
     "submit_task",
     "take_turn_slot",
     "tool_problems",
