@@ -382,10 +382,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 task.cancel()
         if why is Revoked.DELETED:
             await self.session_closed({})
-            return
-        await self._error(REVOKED_TEXT[why])
-        self.session_id = None
-        await self.close(code=CLOSE_UNAUTHENTICATED)
+        else:
+            await self._error(REVOKED_TEXT[why])
+            self.session_id = None
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+        # Nothing more to hear or look at, even before the client's end of the close.
+        await self.access.leave()
 
     async def session_closed(self, message: dict[str, Any]) -> None:
         """The session was deleted (`fanout.CLOSED`)."""

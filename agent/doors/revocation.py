@@ -69,7 +69,7 @@ class CredentialPoll:
 
     def watch(self, channel: str, credential: Credential, revoke: Revoke) -> Callable[[], None]:
         self.sockets[channel] = (credential, revoke)
-        if self.task is None or self.task.done():
+        if self.task is None or self.task.done() or self.task.cancelling():
             # Serves every socket of the loop: started empty, not in the context of the
             # socket that happened to open first (see `agent.turn.db.detached_context`).
             self.task = asyncio.create_task(
@@ -78,6 +78,10 @@ class CredentialPoll:
 
         def unwatch() -> None:
             self.sockets.pop(channel, None)
+            if not self.sockets and self.task is not None:
+                # Not left asleep for a poll's length: a loop that ends meanwhile (a test's,
+                # a worker's) would be left a task it never finished.
+                self.task.cancel()
 
         return unwatch
 
@@ -109,7 +113,8 @@ class CredentialPoll:
                 # Closed for good: nothing more to look at, whether the close got through.
                 self.sockets.pop(channel, None)
                 try:
-                    await revoke(why)
+                    # Shielded: the last socket going away meanwhile ends the poll, not this.
+                    await asyncio.shield(revoke(why))
                 except Exception:
                     logger.warning("could not close the revoked socket %s", channel, exc_info=True)
 
