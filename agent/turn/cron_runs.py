@@ -28,6 +28,7 @@ from agent.events import CronExecuted
 from agent.turn import fanout, ratelimit, spending, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from agent.turn.refusals import AccountInactive
 from agent.turn.service import run_recorded
 from cron_app.models import CronJob
 from sessions_app.models import Session
@@ -81,6 +82,9 @@ async def run_cron_job(job_id: int, *, scheduled: bool = True, due: datetime | N
 
 async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
     """How the job's turn ended, its answer, and whether the model already delivered it."""
+    if not job.owner.is_active:
+        # Kept, as the account is, for staff who may activate it again; it runs nothing.
+        return LIMITED, f"skipped: {AccountInactive(job.owner.get_username())}", False
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
     model = session.model or agent_settings().model
     run = await store.queue_run_unless_busy(

@@ -34,6 +34,14 @@ class SessionGone(TurnError):
         super().__init__("this conversation was deleted")
 
 
+class AccountInactive(TurnError):
+    """The turn's owner was deactivated: nothing runs for them any more, at any door or in
+    any background work, until staff activate them again."""
+
+    def __init__(self, username: str) -> None:
+        super().__init__(f"the account {username!r} is deactivated; nothing runs for it")
+
+
 class ModelNotConfigured(TurnError):
     field = "model"
 

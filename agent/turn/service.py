@@ -25,6 +25,7 @@ from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
+    AccountInactive,
     InvalidInput,
     SessionGone,
     TurnError,
@@ -193,6 +194,10 @@ async def _run(
         return await _answer(command, session, emit, queued=queued, conf=conf)
 
     model_id = choose_model(model, session.model, conf, key=session.key)
+    if owner is not None and not owner.is_active:
+        # The doors refuse such a user already; their queued and background work, which
+        # was recorded before, stops here.
+        raise AccountInactive(owner.get_username())
     # Every door's turns, and the user's own work's, stop at their daily budget.
     refusal = await budget_refusal(owner)
     if refusal is not None:

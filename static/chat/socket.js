@@ -3,6 +3,7 @@
 
 const BACKOFF_MIN = 500;
 const BACKOFF_MAX = 10000;
+const LOGIN_RETRY_MS = 1500;
 const FATAL_CLOSE = {
   4404: "This chat was not found.",
   4410: "This chat was deleted.",
@@ -20,6 +21,7 @@ export class ChatSocket {
     this.attempt = 0;
     this.timer = 0;
     this.fatal = false; // the server closed for good (the chat is gone): no reconnecting
+    this.loginRetried = false; // a 4401 of an open socket was tried once more
   }
 
   /** Whether a socket is open or opening. */
@@ -75,6 +77,7 @@ export class ChatSocket {
       if (frame.type === "history") {
         // The server took the connection: the next loss starts the backoff afresh.
         this.attempt = 0;
+        this.loginRetried = false;
         this.o.onStatus("open");
       }
       this.o.onFrame(frame);
@@ -96,6 +99,17 @@ export class ChatSocket {
 
   closed(event, opened) {
     if (event.code === 4401) {
+      // A socket that was open is closed when its login ends, and also when the person
+      // changed their own password, whose login goes on under a cookie renewed by the
+      // answer to that change, which may reach the browser a moment after the close: one
+      // more try, once that moment has passed, tells the two apart before the page asks
+      // for a sign-in.
+      if (opened && !this.loginRetried) {
+        this.loginRetried = true;
+        this.o.onStatus("reconnecting");
+        this.timer = setTimeout(() => this.connect(), LOGIN_RETRY_MS);
+        return;
+      }
       this.o.onLoginLost();
       return;
     }
