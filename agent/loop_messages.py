@@ -113,13 +113,20 @@ def tool_message(call: ToolCall, output: str) -> LLMMessage:
 
 
 def explain(error: LLMError) -> str:
+    """A failed model call as the person reads it: what failed, in the error's own fixed
+    phrase (never the provider's words, which only the server's log keeps), and what to do."""
     if error.kind == "auth":
-        return f"The model provider refused the credentials: {error}. Check AGENT_API_KEY."
-    if error.kind == "context_overflow":
-        return f"The conversation no longer fits the model's context window: {error}. Try /new."
-    if error.kind == "bad_request":
-        return f"The model provider rejected the request: {error}"
-    return f"The model could not be reached: {error}"
+        advice = "Ask the site's operator to check the model's API key (AGENT_API_KEY)."
+    elif error.kind == "context_overflow":
+        advice = "Send a shorter message, or start afresh with /new."
+    elif error.kind == "bad_request":
+        advice = "Try another model, or ask the site's operator: the server's log has the details."
+    elif error.kind == "transient":
+        advice = "Try again in a moment."
+    else:
+        advice = "Try again; if it fails again, the site's operator finds the details in the log."
+    said = str(error)
+    return f"{said[:1].upper()}{said[1:]}. {advice}"
 
 
 def call_hint(name: str, arguments: Any, *, width: int) -> str:

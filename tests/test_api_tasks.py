@@ -211,7 +211,8 @@ def test_model_failure_is_a_failed_task_not_a_server_error(
     llm.fault(401, body={"error": {"message": "bad key"}})
     task = api.post("/api/tasks", {"prompt": "hi"}, format="json").json()
     assert task["status"] == "failed" and task["success"] is False
-    assert "bad key" in task["error"]
+    assert task["error"] == "the model provider did not accept the site's credentials"
+    assert "bad key" not in task["text"]
 
 
 def test_schema_and_docs(api: APIClient) -> None:

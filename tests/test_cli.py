@@ -153,7 +153,8 @@ def test_a_refused_key_fails_with_one_line(cli: Run, llm: ScriptedLLM) -> None:
     result = cli("-m", "hello")
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Incorrect API key provided" in lines[0]
+    assert len(lines) == 1 and "did not accept the site's credentials" in lines[0]
+    assert "AGENT_API_KEY" in lines[0] and "Incorrect API key provided" not in lines[0]
     assert "Traceback" not in result.stderr
 
 
@@ -167,7 +168,7 @@ def test_an_unreachable_server_fails_with_one_line_naming_it(cli: Run) -> None:
     assert result.returncode == 1
     assert result.stdout == ""
     [line] = result.stderr.strip().splitlines()
-    assert "could not be reached" in line and "ssl:" not in line
+    assert "connection to the model server failed" in line and "ssl:" not in line
     assert line.endswith("(tried http://127.0.0.1:9/v1)")
 
 

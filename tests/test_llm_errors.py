@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.llm import litellm_adapter, wire
-from agent.llm.error_kinds import LLMError, classify
+from agent.llm.error_kinds import AUTH_REFUSED, LLMError, classify
 from agent.llm.wire import ConnectionFailed, MalformedStream, ProviderError
 from tests.conftest import make_llm
 from tests.llm_server import ScriptedLLM
@@ -16,8 +16,9 @@ async def test_authentication_failure_is_not_retried(llm: ScriptedLLM, backend: 
     with pytest.raises(LLMError) as caught:
         await make_llm(llm, backend).stream([{"role": "user", "content": "x"}])
     assert caught.value.kind == "auth"
-    assert "Incorrect API key" in str(caught.value)
-    assert "litellm" not in str(caught.value)
+    # The provider's words are for the log; users read a phrase of ours.
+    assert str(caught.value) == AUTH_REFUSED
+    assert "Incorrect API key" in caught.value.detail
     assert len(llm.requests) == 1
 
 

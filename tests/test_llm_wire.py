@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.llm.error_kinds import LLMError
+from agent.llm.error_kinds import NO_KEY, LLMError
 from tests.conftest import ROOT, make_llm
 from tests.llm_server import ScriptedLLM
 
@@ -44,7 +44,8 @@ async def test_openai_without_a_key_is_an_auth_error(llm: ScriptedLLM) -> None:
     model = make_llm(llm, "auto", api_base="", api_key="", openai_base=llm.base_url)
     with pytest.raises(LLMError) as caught:
         await model.stream([{"role": "user", "content": "x"}])
-    assert caught.value.kind == "auth" and "OPENAI_API_KEY" in str(caught.value)
+    assert caught.value.kind == "auth" and str(caught.value) == NO_KEY
+    assert "OPENAI_API_KEY" in caught.value.detail
     assert llm.requests == []
 
 

@@ -181,7 +181,8 @@ async def test_model_failure_ends_the_turn_with_a_plain_reply(
     result = await loop.run(SYSTEM, [], user("hello"))
     assert result.status == "failed"
     assert result.error_kind == "auth"
-    assert "invalid api key" in result.text
+    assert "did not accept the site's credentials" in result.text
+    assert "invalid api key" not in result.text
     assert saved == []
 
 

@@ -1,5 +1,6 @@
-"""A provider's or litellm's raw error text never reaches a user: ids it does not know,
-failed connections and dumps are put plainly, and the detail goes to the log."""
+"""A provider's or litellm's raw error text never reaches a user: every failure is a phrase of
+ours for its kind (ids it does not know, failed connections, dumps, a provider's own words),
+and the detail goes to the log."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import pytest
 from rest_framework.test import APIClient
 
 from agent.llm import litellm_adapter
-from agent.llm.error_kinds import CONNECTION_FAILED, UNKNOWN_MODEL, LLMError, classify
+from agent.llm.error_kinds import (
+    AUTH_REFUSED,
+    CONNECTION_FAILED,
+    CONTEXT_OVERFLOW,
+    REQUEST_REJECTED,
+    TIMED_OUT,
+    UNKNOWN_MODEL,
+    LLMError,
+    classify,
+)
 from agent.turn.service import run_turn
 from sessions_app.models import Run
 from tests.conftest import make_llm
@@ -34,7 +44,10 @@ async def test_an_id_litellm_cannot_route_is_put_plainly(
     result = await run_turn("api:m", "hi", channel="api", model="7")
 
     assert not result.success
-    assert result.text == f"The model provider rejected the request: {UNKNOWN_MODEL}"
+    assert result.text == (
+        "The model id is not one the provider recognises. Try another model, or ask the "
+        "site's operator: the server's log has the details."
+    )
     run = await Run.objects.aget()
     assert run.error == UNKNOWN_MODEL and run.text == result.text
     assert LITELLM_WORDS in caplog_warnings.text and "model=7" in caplog_warnings.text
@@ -73,7 +86,7 @@ async def test_an_html_error_page_is_not_shown(llm: ScriptedLLM, backend: str) -
     with pytest.raises(LLMError) as caught:
         await make_llm(llm, backend, max_retries=0).stream([{"role": "user", "content": "x"}])
 
-    assert str(caught.value) == "HTTP 502 (the details are in the server's log)"
+    assert str(caught.value) == "the model server failed (HTTP 502)"
     assert "10.0.0.7" in caught.value.detail
 
 
@@ -82,7 +95,7 @@ async def test_a_failed_connection_names_no_host(llm: ScriptedLLM, settings) -> 
     settings.AGENT_LLM_MAX_RETRIES = 0
     result = await run_turn("api:m", "hi", channel="api")
 
-    assert result.text == f"The model could not be reached: {CONNECTION_FAILED}"
+    assert result.text == "The connection to the model server failed. Try again in a moment."
     assert "127.0.0.1" not in (await Run.objects.aget()).error
 
 
@@ -108,18 +121,40 @@ def test_litellm_dumps_are_put_plainly() -> None:
     )
     assert str(litellm_adapter.classify(refused)) == CONNECTION_FAILED
     timed_out = litellm.Timeout("Request timed out after 5s", "m", "p")
-    assert str(litellm_adapter.classify(timed_out)) == "the model server did not answer in time"
+    assert str(litellm_adapter.classify(timed_out)) == TIMED_OUT
 
     dump = litellm.InternalServerError("Traceback (most recent call last):\n  File …", "p", "m")
-    assert str(litellm_adapter.classify(dump)) == "HTTP 500 (the details are in the server's log)"
+    assert str(litellm_adapter.classify(dump)) == "the model server failed (HTTP 500)"
 
 
-def test_a_providers_own_short_words_are_kept() -> None:
+@pytest.mark.parametrize(
+    ("status", "words", "shown"),
+    [
+        (400, "Invalid value for 'temperature'", f"{REQUEST_REJECTED} (HTTP 400)"),
+        (
+            400,
+            "postgres://admin:hunter2@10.1.2.3:5432/prod is down",
+            f"{REQUEST_REJECTED} (HTTP 400)",
+        ),
+        (400, "maximum context length is 8192 tokens (db at 10.1.2.3)", CONTEXT_OVERFLOW),
+        (401, "key sk-live-123 was revoked by admin@corp.example", AUTH_REFUSED),
+        (404, "no route to 10.1.2.3", f"{REQUEST_REJECTED} (HTTP 404)"),
+        (429, "quota of org-7 exceeded", "the model provider is limiting requests (HTTP 429)"),
+        (503, "redis://:hunter2@cache:6379 unreachable", "the model server failed (HTTP 503)"),
+    ],
+)
+def test_a_providers_own_words_are_never_shown(
+    status: int, words: str, shown: str, caplog_warnings: pytest.LogCaptureFixture
+) -> None:
     class Refused(Exception):
-        status_code = 400
+        status_code = status
 
-    assert str(classify(Refused("Invalid value for 'temperature'"))) == (
-        "Invalid value for 'temperature'"
-    )
+    error = classify(Refused(words))
+    assert str(error) == shown
+    assert error.detail == words and words in caplog_warnings.text
+
+
+def test_failures_without_a_status_are_put_plainly() -> None:
     assert str(classify(ConnectionResetError("reset by 10.1.2.3"))) == CONNECTION_FAILED
-    assert str(classify(TimeoutError())) == "the model server did not answer in time"
+    assert str(classify(TimeoutError())) == TIMED_OUT
+    assert str(classify(ValueError("mysql://root:pw@db/x"))) == "the model call failed"

@@ -7,12 +7,12 @@ litellm path is sorted by `litellm_adapter.classify`, which reads litellm's exce
 classes and hands what they say to `classify` here. Both adapters turn their HTTP client's
 transport failures into `ConnectionError`.
 
-What an `LLMError` says (`str()`) is what users read, in the chat, on the API and in the
-run record. A provider's own short words about a request it refused are shown: they are
-written for its API's users and say what to fix. Everything else is put in a plain phrase
-and the original goes to the log: an id the provider (or litellm, before any request) does
-not recognise, a connection that failed (its text names hosts and Python objects), and any
-text that looks like a library's dump (several lines, URLs, object reprs, litellm's words).
+What an `LLMError` says (`str()`) is what users read, in the chat, on the API, through the
+OpenAI door and in the run record: a fixed phrase of ours for its kind (and, where it
+helps, the HTTP status), never the provider's or a library's words. Those may carry
+anything: a provider behind a proxy has answered with a database URL and its password, an
+internal host name, litellm's dumps. They go to the server's log, and stay on the error as
+`detail` for the code that logs it.
 """
 
 from __future__ import annotations
@@ -55,16 +55,19 @@ _UNKNOWN_MODEL = re.compile(
     r"|\bmodels?\b[^.\n]{0,120}?\b(?:not found|does not exist|not supported|is unknown)\b",
     re.IGNORECASE,
 )
-# Text that is a library's dump rather than a provider's sentence.
-_DUMP = re.compile(
-    r"litellm|traceback|\n|https?://|\bat 0x[0-9a-f]+|<[\w.]+ object\b|<\s*(?:html|!doctype|body)",
-    re.IGNORECASE,
-)
-_SHOWN_CHARS = 300
 
+# What users read of each failure: `str()` of the `LLMError`.
+CONTEXT_OVERFLOW = "the conversation no longer fits the model's context window"
+AUTH_REFUSED = "the model provider did not accept the site's credentials"
+NO_KEY = "no API key is set for the model provider"
+REQUEST_REJECTED = "the model provider rejected the request"
 UNKNOWN_MODEL = "the model id is not one the provider recognises"
 TIMED_OUT = "the model server did not answer in time"
 CONNECTION_FAILED = "the connection to the model server failed"
+STREAM_BROKEN = "the model server's answer broke off or could not be read"
+THROTTLED = "the model provider is limiting requests"
+SERVER_FAILED = "the model server failed"
+CALL_FAILED = "the model call failed"
 
 
 class LLMError(Exception):
@@ -138,11 +141,8 @@ def classify(
     lowered = message.lower()
 
     def error(kind: ErrorKind) -> LLMError:
-        public = said or _public_message(exc, message, kind, status)
-        if public != message:
-            logger.warning(
-                "model call failed (%s, status %s): %s", kind, status, _full_message(exc)
-            )
+        public = said or _public_message(exc, kind, status)
+        logger.warning("model call failed (%s, status %s): %s", kind, status, _full_message(exc))
         return LLMError(
             public, kind=kind, status=status, retry_after=_retry_after(exc), detail=message
         )
@@ -151,7 +151,12 @@ def classify(
         status in (400, 413) and any(hint in lowered for hint in _OVERFLOW_HINTS)
     ):
         return error("context_overflow")
-    missing_key = "api_key" in lowered and "missing" in lowered
+    # litellm's "… api_key … missing", and the lean path's own "no API key for …".
+    missing_key = ("api_key" in lowered and "missing" in lowered) or lowered.startswith(
+        "no api key"
+    )
+    if missing_key:
+        said = said or NO_KEY
     if known == "auth" or status in (401, 403) or missing_key:
         return error("auth")
     # The wire's MalformedStream and ConnectionFailed are ConnectionErrors: worth a retry.
@@ -164,19 +169,27 @@ def classify(
     return error(default)
 
 
-def _public_message(exc: BaseException, message: str, kind: ErrorKind, status: int | None) -> str:
-    """What users may read of a failure whose detail is `message`."""
+def _public_message(exc: BaseException, kind: ErrorKind, status: int | None) -> str:
+    """What users read of a failure of `kind`: a phrase of ours, whatever the provider said."""
+    if kind == "context_overflow":
+        return CONTEXT_OVERFLOW
+    if kind == "auth":
+        return AUTH_REFUSED
     if kind in ("bad_request", "unknown") and _UNKNOWN_MODEL.search(_full_message(exc)):
         return UNKNOWN_MODEL
     if isinstance(exc, TimeoutError):
         return TIMED_OUT
-    # A broken stream is described in our own words; a failed connection in the client's.
-    if isinstance(exc, ConnectionError) and not isinstance(exc, MalformedStream):
+    if isinstance(exc, MalformedStream):
+        return STREAM_BROKEN
+    if isinstance(exc, ConnectionError):
         return CONNECTION_FAILED
-    if len(message) > _SHOWN_CHARS or _DUMP.search(message):
-        answer = f"HTTP {status}" if status is not None else "an unexpected error"
-        return f"{answer} (the details are in the server's log)"
-    return message
+    if kind == "transient":
+        phrase = THROTTLED if status == 429 else SERVER_FAILED
+    elif kind == "bad_request":
+        phrase = REQUEST_REJECTED
+    else:
+        phrase = CALL_FAILED
+    return f"{phrase} (HTTP {status})" if status is not None else phrase
 
 
 def _full_message(exc: BaseException) -> str:
