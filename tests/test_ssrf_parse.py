@@ -123,8 +123,8 @@ ATTACKS = [
     ("http://127.0.0.%31:{port}/", "127.0.0.1 is a loopback address"),
     # httpx refuses what IDNA 2008 does not allow; the escaped forms it passes on are read
     # as a resolver would read them.
-    ("http://１２７.０.０.１:{port}/", "invalid URL"),
-    ("http://ⓛocalhost:{port}/", "invalid URL"),
+    ("http://１２７.０.０.１:{port}/", "is not a valid URL"),
+    ("http://ⓛocalhost:{port}/", "is not a valid URL"),
     ("http://%EF%BC%91%EF%BC%92%EF%BC%97.0.0.1:{port}/", "127.0.0.1 is a loopback address"),
     ("http://%E2%93%9Bocalhost:{port}/", "localhost (127.0.0.1) is a loopback address"),
     ("http://2130706433:{port}/", "127.0.0.1 is a loopback address"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from agent.tools.base import Tool, ToolContext, ToolError
@@ -94,9 +95,10 @@ class WebSearchTool(Tool):
             ) from None
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             # The key travels in a header, never in the URL or the message.
-            logger.warning("web_search via %s failed: %s", self.provider, type(exc).__name__)
+            logger.warning("web_search via %s failed: %r", self.provider, exc)
             raise ToolError(
-                f"web search failed: could not reach {self.provider} ({type(exc).__name__}: {exc})"
+                f"web search failed: {self.provider} could not be reached "
+                f"({webhttp.failure_reason(exc)}); try again later"
             ) from None
         logger.info("web_search via %s: %d results", self.provider, len(results))
         return webtext.format_results(query, results[:count])
@@ -135,9 +137,13 @@ class WebSearchTool(Tool):
 
     def _raise_for_status(self, response: Any) -> None:
         if not response.is_success:
+            # The standard phrase for the status, not the one the server sent with it.
+            try:
+                phrase = f" {HTTPStatus(response.status_code).phrase}"
+            except ValueError:
+                phrase = ""
             raise ToolError(
-                f"{self.provider} answered HTTP {response.status_code} "
-                f"{response.reason_phrase}; try again later"
+                f"{self.provider} answered HTTP {response.status_code}{phrase}; try again later"
             )
 
 
@@ -182,11 +188,14 @@ class WebFetchTool(Tool):
         url = str(kwargs["url"]).strip()
         markdown = kwargs.get("extract_mode", "markdown") != "text"
         max_chars = max(MIN_MAX_CHARS, int(kwargs.get("max_chars") or DEFAULT_MAX_CHARS))
-        if "://" not in url:
-            raise ToolError(f"URL must start with http:// or https:// (got {url!r})")
         import httpx
 
         from agent.tools import webhttp
+
+        if "://" not in url:
+            raise ToolError(
+                f"URL must start with http:// or https:// (got {webhttp.shown_url(url)})"
+            )
 
         seconds = self.settings.timeout
         try:
@@ -205,8 +214,8 @@ class WebFetchTool(Tool):
         except (TimeoutError, httpx.TimeoutException):
             raise ToolError(f"fetching {url} took longer than {seconds:g} seconds") from None
         except httpx.HTTPError as exc:
-            logger.info("web_fetch %s failed: %s: %s", url, type(exc).__name__, exc)
-            raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from None
+            logger.info("web_fetch %s failed: %r", url, exc)
+            raise ToolError(f"could not fetch {url}: {webhttp.failure_reason(exc)}") from None
         # Extraction is CPU work (up to seconds on a big page): off the event loop.
         return await asyncio.to_thread(_render, page, markdown, max_chars)
 

@@ -9,6 +9,7 @@ command-line start more than the whole tool package.
 from __future__ import annotations
 
 import logging
+import ssl
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# The most of a URL a message to the model repeats.
+SHOWN_URL_CHARS = 200
 
 
 def guarded_client(guard: AddressGuard, *, timeout: float, user_agent: str) -> httpx.AsyncClient:
@@ -137,8 +140,14 @@ def fetchable_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
     """
     try:
         parsed = base.join(url) if base is not None else httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError) as exc:
-        raise ToolError(f"invalid URL {url!r}: {exc}") from None
+        # httpx decodes an `xn--` name only when the host is first read, on sending: read
+        # here, a name no IDNA rule allows fails now, with the other malformed URLs.
+        parsed.host  # noqa: B018
+    except (httpx.InvalidURL, TypeError, UnicodeError, ValueError) as exc:
+        logger.info("web_fetch refused the URL %r: %s", url, exc)
+        raise ToolError(
+            f"{shown_url(url)} is not a valid URL: check its host name and port"
+        ) from None
     if parsed.scheme not in {"http", "https"}:
         raise GuardError(f"only http and https URLs can be fetched, not {url}")
     if parsed.userinfo:
@@ -147,7 +156,7 @@ def fetchable_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
             "does not fetch such URLs"
         )
     if not parsed.raw_host:
-        raise ToolError(f"invalid URL {url!r}: it has no host")
+        raise ToolError(f"{shown_url(url)} is not a valid URL: it has no host")
     host = canonical_host(parsed.raw_host.decode("ascii"))
     if host != parsed.raw_host.decode("ascii"):
         parsed = parsed.copy_with(host=host)
@@ -213,3 +222,49 @@ def _binary_refusal(content_type: str, response: httpx.Response) -> str:
         f"{response.url} is not a web page or text ({what}); web_fetch reads HTML, "
         "text and JSON only"
     )
+
+
+def shown_url(url: str | httpx.URL) -> str:
+    """`url` quoted for a message, cut short when it is long."""
+    text = str(url)
+    if len(text) > SHOWN_URL_CHARS:
+        text = text[: SHOWN_URL_CHARS - 1] + "…"
+    return repr(text)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a request failed, in words of ours. An exception's own text names addresses,
+    library internals and codecs ("encoding with 'idna' codec failed"), which tell the model
+    nothing it can act on: it goes to the log instead."""
+    if isinstance(exc, httpx.ConnectError):
+        tls = _tls_failure(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            return "the server's TLS certificate could not be verified"
+        if tls is not None:
+            return "the TLS handshake with the server failed"
+        return "the server could not be connected to (nothing answered, or it refused)"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the server closed the connection without a proper HTTP answer"
+    if isinstance(exc, httpx.TooManyRedirects):
+        return "it redirected too many times"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return "only http and https URLs can be fetched"
+    if isinstance(exc, httpx.DecodingError):
+        return "the server sent a body that could not be decoded"
+    if isinstance(exc, httpx.InvalidURL):
+        return "the URL is not valid"
+    if isinstance(exc, httpx.NetworkError | httpx.ProtocolError):
+        return "the connection broke off"
+    return "the request failed"
+
+
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error among the causes of `exc`, if one is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

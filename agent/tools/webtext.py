@@ -199,9 +199,14 @@ def duckduckgo_results(html: str) -> list[SearchResult]:
 
 
 def _unwrap_duckduckgo(href: str) -> str:
-    absolute = urljoin("https://duckduckgo.com/", href)
-    parts = urlsplit(absolute)
-    if parts.hostname and parts.hostname.endswith("duckduckgo.com"):
+    try:
+        absolute = urljoin("https://duckduckgo.com/", href)
+        parts = urlsplit(absolute)
+        host = parts.hostname
+    except ValueError:  # "Invalid IPv6 URL" and the like: a result without an address
+        logger.info("skipped a DuckDuckGo result whose link does not parse: %r", href[:200])
+        return ""
+    if host and host.endswith("duckduckgo.com"):
         if parts.path == "/l/":
             return parse_qs(parts.query).get("uddg", [""])[0]
         return ""  # an ad click (/y.js) or one of its own pages

@@ -29,8 +29,10 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _LOOSE_IPV4_PART = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
-# What a host name may hold once it is ASCII: letters, digits, '-', '_' and dots.
-_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+# What a host name may hold once it is ASCII: letters, digits, '-', '_' and dots, in labels
+# of at most 63 characters (DNS's limit), 253 in all.
+_NAME = re.compile(r"[a-z0-9_-]{1,63}(\.[a-z0-9_-]{1,63})*\.?")
+_NAME_CHARS = 253
 
 T = TypeVar("T")
 
@@ -125,13 +127,13 @@ def canonical_host(host: str) -> str:
         if not text.isascii():
             text = text.encode("idna").decode("ascii")
     except (UnicodeError, ValueError):
-        raise UnresolvableHost(f"{host!r} is not a valid host name") from None
+        raise UnresolvableHost(f"{_shown(host)} is not a valid host name") from None
     literal = parse_ip_literal(text)
     if literal is not None:
         return str(literal)
     text = text.lower()
-    if not _NAME.fullmatch(text):
-        raise UnresolvableHost(f"{host!r} is not a valid host name")
+    if not _NAME.fullmatch(text) or len(text.rstrip(".")) > _NAME_CHARS:
+        raise UnresolvableHost(f"{_shown(host)} is not a valid host name")
     return text
 
 
@@ -264,6 +266,7 @@ class AddressGuard:
         except TimeoutError:
             raise UnresolvableHost(f"looking up {host} took too long") from None
         except (OSError, UnicodeError, ValueError) as exc:
+            logger.info("looking up %s failed: %r", host, exc)
             raise UnresolvableHost(f"cannot resolve host {host!r}: {_reason(exc)}") from None
         addresses: list[IPAddress] = []
         for text in found:
@@ -321,7 +324,27 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
+# getaddrinfo's answers that mean the name has no address, on Linux and elsewhere.
+_NO_SUCH_NAME = {
+    getattr(socket, name)
+    for name in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY")
+    if hasattr(socket, name)
+}
+
+
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, socket.gaierror) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
+    """Why a lookup failed, in words of ours: the resolver's and the codecs' own ("encoding
+    with 'idna' codec failed (UnicodeError: label empty or too long)") go to the log."""
+    if isinstance(exc, UnicodeError | ValueError):
+        return "it is not a valid host name"
+    if isinstance(exc, socket.gaierror):
+        if exc.errno in _NO_SUCH_NAME:
+            return "no such host name"
+        if exc.errno == getattr(socket, "EAI_AGAIN", None):
+            return "the name server did not answer; try again later"
+    return "the name could not be looked up"
+
+
+def _shown(host: str) -> str:
+    """`host` quoted for a message, cut short when it is long."""
+    return repr(host if len(host) <= 100 else host[:99] + "…")
