@@ -1,7 +1,13 @@
-"""The terminal side of `manage.py agent`: event printers for one-shot and interactive use."""
+"""The terminal side of `manage.py agent`: event printers for one-shot and interactive use.
+
+Everything the model wrote (its reply, its reasoning, its tool calls and what they answered)
+reaches the terminal through `visible`: a terminal acts on control characters rather than
+showing them, and a reply that carries `ESC ] 0 ;` sets the window's title, `ESC [ 2 J`
+clears the screen, `ESC ] 52 ;` writes the operator's clipboard."""
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,14 +27,24 @@ if TYPE_CHECKING:
     from rich.live import Live
 
 HINT_ARGUMENT_CHARS = 60
+# C0 controls but tab and newline, DEL, and the C1 controls (U+0080 to U+009F, which some
+# terminals take as ESC sequences of one character: U+009B is CSI).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Of a tool's result, the terminal shows the first lines, as the page's card shows its head.
 RESULT_LINES = 6
 RESULT_LINE_CHARS = 160
 
 
+def visible(text: str) -> str:
+    """`text` with each control character but newline and tab written out (`\\x1b`), for a
+    person to see rather than for the terminal to act on. One character at a time, so a
+    sequence split across streamed chunks is shown as surely as a whole one."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
 def tool_hint(name: str, arguments: Any) -> str:
     """`write_file(path='hello.txt', content='Hello…')`: enough to follow along."""
-    return call_hint(name, arguments, width=HINT_ARGUMENT_CHARS)
+    return visible(call_hint(name, arguments, width=HINT_ARGUMENT_CHARS))
 
 
 def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:
@@ -65,7 +81,7 @@ def hard_breaks(text: str) -> str:
 
 def result_lines(result: str) -> list[str]:
     """The head of a tool's result, a line each, and how much more there was."""
-    lines = result.splitlines() or [""]
+    lines = visible(result).splitlines() or [""]
     shown = [
         line if len(line) <= RESULT_LINE_CHARS else line[: RESULT_LINE_CHARS - 1] + "…"
         for line in lines[:RESULT_LINES]
@@ -79,7 +95,7 @@ def result_heading(event: ToolResult) -> str:
     """`✓ read_file · 12 ms`, or `✗` for a call that failed: the card's heading."""
     mark = "✗" if event.result.startswith("Error") else "✓"
     took = f" · {event.duration_ms} ms" if event.duration_ms is not None else ""
-    return f"{mark} {event.name}{took}"
+    return f"{mark} {visible(event.name)}{took}"
 
 
 class PlainPrinter:
@@ -107,7 +123,7 @@ class PlainPrinter:
         if self.held is not None and not isinstance(event, MessageEvent):
             self.finish(succeeded=True)
         if isinstance(event, StreamChunk):
-            self.out.write(event.content)
+            self.out.write(visible(event.content))
             self.out.flush()
             self.streamed = True
             self.stream += event.content
@@ -130,11 +146,11 @@ class PlainPrinter:
             self._newline()
             self._err(f"  ↳ {tool_hint(event.name, event.arguments)}")
         elif isinstance(event, Thinking):
-            self._err(f"  … {event.content}")
+            self._err(f"  … {visible(event.content)}")
 
     def _say(self, text: str) -> None:
         self._newline()
-        self.out.write(text + "\n")
+        self.out.write(visible(text) + "\n")
         self.out.flush()
         self.streamed = True
 
@@ -170,7 +186,7 @@ class RichPrinter:
                 self.live = Live(console=self.console, refresh_per_second=12, transient=False)
                 self.live.start()
             self.text += event.content
-            self.live.update(Markdown(hard_breaks(self.text)))
+            self.live.update(Markdown(hard_breaks(visible(self.text))))
         elif isinstance(event, StreamEnd):
             self._stop_live(discarded=bool(event.discarded))
         elif isinstance(event, ToolCallEvent):
@@ -196,13 +212,13 @@ class RichPrinter:
                 )
         elif isinstance(event, Thinking):
             self.console.print(
-                f"  … {event.content}", style="dim italic", markup=False, highlight=False
+                f"  … {visible(event.content)}", style="dim italic", markup=False, highlight=False
             )
         elif (
             isinstance(event, MessageEvent) and event.role != "user" and event.content != self.text
         ):
             # The reply did not stream (a command's answer, an error): show it now.
-            self.console.print(Markdown(hard_breaks(event.content)))
+            self.console.print(Markdown(hard_breaks(visible(event.content))))
 
     def _stop_live(self, *, discarded: bool = False) -> None:
         if self.live is not None:

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.checks import require_settings
 from agent.conf import agent_settings
-from agent.doors.terminal import PlainPrinter, RichPrinter, ask_approval, tool_hint
+from agent.doors.terminal import PlainPrinter, RichPrinter, ask_approval, tool_hint, visible
 from agent.events import Emit
 from agent.management.accounts import account
 from agent.turn import (
@@ -107,7 +107,7 @@ class Command(BaseCommand):
             # Said once, on stderr: stdout has only what the agent answered.
             raise CommandError(failure_line(result), returncode=1)
         if not printer.streamed:
-            self.stdout.write(result.text)
+            self.stdout.write(visible(result.text))
 
     def _interactive(self, runner: asyncio.Runner, session: SessionRef, model: str | None) -> None:
         from rich.console import Console
@@ -141,7 +141,7 @@ class Command(BaseCommand):
                 printer.close()
                 self._answer(runner, result, session, printer, ask)
             except TurnError as exc:
-                console.print(str(exc), style="red", markup=False, highlight=False)
+                console.print(visible(str(exc)), style="red", markup=False, highlight=False)
                 continue
             except (KeyboardInterrupt, asyncio.CancelledError):
                 console.print("[yellow]stopped[/]")
@@ -174,7 +174,7 @@ class Command(BaseCommand):
                         )
                     )
                 except TurnError as exc:  # its time ran out meanwhile, say
-                    self.stderr.write(f"  {exc}")
+                    self.stderr.write(f"  {visible(str(exc))}")
             resumed = runner.run(resume_turn(run_id, emit=printer))
             if resumed is None:
                 self.stderr.write("  the turn goes on elsewhere (its calls were answered there)")
@@ -193,7 +193,7 @@ class Command(BaseCommand):
 def failure_line(result: TurnResult) -> str:
     """How the turn failed, in one line; one that could not reach the model names the server
     it tried, which the operator at this terminal may well have mistyped."""
-    text = " ".join(result.text.split())
+    text = visible(" ".join(result.text.split()))
     if result.error_kind == "transient" and result.endpoint:
         return f"{text} (tried {result.endpoint})"
     return text
