@@ -173,6 +173,8 @@ async def test_a_reply_that_only_starts_like_the_message_streams_whole(
 async def test_a_message_to_another_chat_is_in_that_chats_history_only(
     site: tuple[str, str], llm: ScriptedLLM
 ) -> None:
+    async with chat(site, "news1"):
+        pass  # opened once: the message tool delivers only to a chat that exists
     llm.tool_call("message", {"content": "The build is green.", "channel": "web",
                               "chat_id": "news1"})  # fmt: skip
     llm.reply("Told the news chat.")

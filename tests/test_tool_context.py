@@ -104,6 +104,10 @@ async def test_delivery_to_another_conversation_saves_it_there_for_the_same_owne
     llm: ScriptedLLM, settings: Any, ada: Any
 ) -> None:
     settings.AGENT_TOOLS = ["tests.custom_tools.Announce"]
+    # Delivered only to a conversation that exists (`agent.turn.delivery.reachable`).
+    await sync_to_async(Session.objects.create)(
+        key="web:news", channel="web", chat_id="news", owner=ada
+    )
     llm.tool_call("announce", {"text": "the build is green", "to": "web:news"})
     llm.reply("Told them.")
 

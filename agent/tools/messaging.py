@@ -11,7 +11,8 @@ from agent.tools.base import Tool, ToolContext, ToolError
 logger = logging.getLogger(__name__)
 
 # A conversation the tool may name: `channel:chat_id`, kept to characters that session keys
-# use everywhere else; the turn's delivery keeps it among the turn owner's conversations.
+# use everywhere else; the turn's delivery delivers only to one of the turn owner's
+# conversations that exists and that a person can open (`agent.turn.delivery.reachable`).
 _CHANNEL = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _CHAT_ID = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.@-]{1,190}")
 MAX_CHARS = 50_000
@@ -26,9 +27,10 @@ class MessageTool(Tool):
     description = (
         "Send a message to the user now, without ending your turn: progress on long work, "
         "or the answer of a scheduled job. Without channel and chat_id it goes to the "
-        "conversation this turn answers; with them, to another conversation of the same "
-        "user (channel 'web' and the chat's id, for example). If you send your answer this "
-        "way, end the turn with a short line rather than repeating it."
+        "conversation this turn answers; with them, to another existing conversation of the "
+        "same user: one of their web, api or openai chats or a command-line (cli) session "
+        "(channel 'web' and the chat's id, for example). If you send your answer this way, "
+        "end the turn with a short line rather than repeating it."
     )
     parameters = {
         "type": "object",
@@ -36,7 +38,7 @@ class MessageTool(Tool):
             "content": {"type": "string", "minLength": 1, "description": "The message."},
             "channel": {
                 "type": "string",
-                "description": "The target conversation's channel (web, api, cli, ...).",
+                "description": "The target conversation's channel: web, api, openai or cli.",
             },
             "chat_id": {"type": "string", "description": "The target conversation's chat id."},
         },

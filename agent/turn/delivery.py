@@ -8,10 +8,18 @@ from collections.abc import Awaitable
 from django.contrib.auth.models import User
 
 from agent.events import Emit, Event, MessageEvent, StreamChunk, StreamEnd, StreamStart
+from agent.tools.base import ToolError
 from agent.turn import fanout, store
+from agent.turn.db import on_db
+from sessions_app import keys
 from sessions_app.models import Session
+from sessions_app.services import SessionDeleted
 
 logger = logging.getLogger(__name__)
+
+# Channels whose conversations a person opens at a door besides `keys.USER_CHANNELS`: the
+# command line's, which `manage.py agent --session cli:<id>` continues.
+_AGENT_OPENED = ("cli",)
 
 
 class Delivery:
@@ -20,7 +28,11 @@ class Delivery:
     same owner they are saved there and shown on its open sockets.
 
     A message without a target goes where the turn's answer goes: its `home`, the
-    conversation a cron job or the heartbeat reports to, else the turn's own session.
+    conversation a cron job or the heartbeat reports to, else the turn's own session. Any
+    other target must be one of the owner's conversations that already exists and that a
+    door opens (`reachable`): the model names no new conversation into being, and none of
+    the agent's own working sessions (a cron job's, the heartbeat's, a sub-agent's), whose
+    history a later turn of theirs would read as the agent's own words.
     `said` keeps what the model sent there, so that the turn does not deliver the same
     words again as its reply; `said_here`, what it sent to the turn's own session, whose
     sockets are not streamed those words again either (`RepeatScreen`)."""
@@ -53,12 +65,11 @@ class Delivery:
             self.said_here.append(content)
             went = None
         else:
-            target = (
-                self.home
-                if key == self.home.key
-                else await store.get_or_create_session(key=key, owner=self.owner)
-            )
-            await post(target, content)
+            target = self.home if key == self.home.key else await reachable(key, self.owner)
+            try:
+                await post(target, content)
+            except SessionDeleted:
+                raise ToolError(f"the conversation {key} was deleted; nothing was sent") from None
             logger.info("run %s delivered a message to %s", self.run_id, key)
         if key == self.home.key:
             self.said.append(content)
@@ -76,6 +87,33 @@ class Delivery:
 
     def repeats_here(self, text: str) -> bool:
         return text.strip() in {said.strip() for said in self.said_here}
+
+
+async def reachable(key: str, owner: User | None) -> Session:
+    """`owner`'s conversation `key`, when the `message` tool may deliver there: one that a
+    door opens for a person (their web, api and openai chats, the command line's) and that
+    exists. ToolError, saying why, for any other."""
+    channel, chat_id = keys.split_key(key)
+    opens = keys.is_user_key(key) or (channel in _AGENT_OPENED and keys.is_chat_id(chat_id))
+    if not opens:
+        logger.warning("refused a message to %s: no door opens it", key)
+        raise ToolError(
+            f"{key} is not a conversation a person can open; messages go to this "
+            "conversation (leave out channel and chat_id) or to another of the user's own "
+            f"{', '.join((*keys.USER_CHANNELS, *_AGENT_OPENED))} conversations"
+        )
+    session = await _existing(key=key, owner=owner)
+    if session is None:
+        raise ToolError(
+            f"the user has no conversation {key}; messages go only to conversations that "
+            "exist (leave out channel and chat_id to answer this one)"
+        )
+    return session
+
+
+@on_db
+def _existing(*, key: str, owner: User | None) -> Session | None:
+    return Session.objects.filter(key=key, owner=owner).first()
 
 
 class RepeatScreen:
