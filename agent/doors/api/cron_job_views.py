@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly, NoFields
 from agent.doors.api.pagination import LinkedCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
 from agent.doors.api.serializers import SESSION_KEY, StrictCharField, service_errors_as_invalid
@@ -95,7 +96,7 @@ class LocalDateTimeField(serializers.DateTimeField):
         return value if timezone.is_naive(value) else super().enforce_timezone(value)
 
 
-class CronJobIn(serializers.Serializer):
+class CronJobIn(KnownFieldsOnly):
     name = StrictCharField(
         max_length=200,
         required=False,
@@ -254,7 +255,8 @@ class CronJobDetail(APIView):
 
     def _update(self, request: Request, job_id: int, *, partial: bool) -> Response:
         job = _job(request, job_id)
-        data = CronJobIn(job, data=request.data, partial=partial)
+        as_read = CronJobOut(job).data
+        data = CronJobIn(job, data=request.data, partial=partial, context={AS_READ: as_read})
         data.is_valid(raise_exception=True)
         return Response(CronJobOut(_save(request, job, dict(data.validated_data))).data)
 
@@ -262,12 +264,13 @@ class CronJobDetail(APIView):
 class CronJobRun(APIView):
     @extend_schema(
         request=None,
-        responses={202: CronJobOut, **AUTH_ERRORS, **NOT_FOUND},
+        responses={202: CronJobOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND},
         description="Run the job once now, outside its schedule, which stays as it is; a "
         "disabled job runs too. The answer goes to its session as a scheduled run's does; "
         "`last_run` and `last_status` show it once it finished.",
     )
     def post(self, request: Request, job_id: int) -> Response:
         job = _job(request, job_id)
+        NoFields(data=request.data).is_valid(raise_exception=True)
         services.run_now(job=job)
         return Response(CronJobOut(job).data, status=202)

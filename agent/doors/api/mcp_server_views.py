@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.serializers import StrictCharField, service_errors_as_invalid
 from mcp_app import selectors, services
@@ -106,7 +107,7 @@ def _text(**kwargs: Any) -> StrictCharField:
     return StrictCharField(allow_blank=True, trim_whitespace=False, **kwargs)
 
 
-class McpServerIn(serializers.Serializer):
+class McpServerIn(KnownFieldsOnly):
     name = serializers.RegexField(
         NAME_PATTERN,
         max_length=32,
@@ -225,7 +226,8 @@ class McpServerDetail(APIView):
 
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         server = _server(name)
-        data = McpServerIn(data=request.data, partial=partial)
+        as_read = McpServerOut(server, context={"request": request}).data
+        data = McpServerIn(data=request.data, partial=partial, context={AS_READ: as_read})
         data.is_valid(raise_exception=True)
         return Response(
             McpServerOut(

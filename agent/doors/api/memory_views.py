@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly
 from agent.doors.api.pagination import LinkedCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
 from agent.doors.api.serializers import SESSION_KEY
@@ -26,12 +27,12 @@ class MemoryOut(serializers.ModelSerializer):
         fields = ["id", "session", "content", "created", "updated"]
 
 
-class MemoryIn(serializers.Serializer):
+class MemoryIn(KnownFieldsOnly):
     session = serializers.RegexField(SESSION_KEY, required=False, allow_null=True)
     content = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
 
 
-class MemoryUpdateIn(serializers.Serializer):
+class MemoryUpdateIn(KnownFieldsOnly):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
 
 
@@ -96,7 +97,7 @@ class MemoryDetail(APIView):
     )
     def patch(self, request: Request, memory_id: int) -> Response:
         memory = _memory(request, memory_id)
-        data = MemoryUpdateIn(data=request.data)
+        data = MemoryUpdateIn(data=request.data, context={AS_READ: MemoryOut(memory).data})
         data.is_valid(raise_exception=True)
         updated = memories.update_memory(memory=memory, content=data.validated_data["content"])
         return Response(MemoryOut(updated).data)

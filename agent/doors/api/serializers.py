@@ -13,6 +13,7 @@ from rest_framework.settings import api_settings
 from agent import tool_patterns
 from agent.conf import agent_settings
 from agent.context import compose_prompt
+from agent.doors.api.known_fields import KnownFieldsOnly
 from agent.turn import (
     MAX_MESSAGE_CHARS,
     InvalidInput,
@@ -92,7 +93,7 @@ class ToolPatternsField(serializers.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
-class SessionUpdateIn(serializers.Serializer):
+class SessionUpdateIn(KnownFieldsOnly):
     title = serializers.CharField(max_length=200, allow_blank=True, required=False)
     approve_tools = ToolPatternsField(
         required=False, help_text="The tools that wait for your yes in this session."
@@ -197,7 +198,7 @@ class ToolsField(serializers.Field):
         return value
 
 
-class TaskIn(serializers.Serializer):
+class TaskIn(KnownFieldsOnly):
     prompt = StrictCharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
     context = StrictCharField(
         max_length=MAX_MESSAGE_CHARS, required=False, allow_blank=True, trim_whitespace=False
@@ -336,7 +337,7 @@ class TaskOut(serializers.ModelSerializer):
         return run_trace(run)
 
 
-class ApproveIn(serializers.Serializer):
+class ApproveIn(KnownFieldsOnly):
     call_id = StrictCharField(max_length=128, help_text="The id of a call the task waits on.")
     allow = serializers.BooleanField(help_text="Whether the call may run.")
     always = serializers.BooleanField(

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.doors.api.known_fields import AS_READ
 from agent.doors.api.pagination import LatestFirstCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.serializers import MessageOut, MessagesQueryIn, SessionOut, SessionUpdateIn
@@ -52,7 +53,7 @@ class SessionDetail(APIView):
     )
     def patch(self, request: Request, key: str) -> Response:
         session = owned_session(request, key)
-        data = SessionUpdateIn(data=request.data)
+        data = SessionUpdateIn(data=request.data, context={AS_READ: SessionOut(session).data})
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         allowed = fields.get("allowed_tools")

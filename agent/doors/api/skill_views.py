@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.conf import agent_settings
+from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly
 from agent.doors.api.prompt_file_views import UNUSABLE, FolderUnusable, own_folder, removing
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.serializers import ToolPatternsField
@@ -77,7 +78,7 @@ class SkillOut(serializers.Serializer):
     )
 
 
-class SkillIn(serializers.ModelSerializer):
+class SkillIn(KnownFieldsOnly, serializers.ModelSerializer):
     approve_tools = ToolPatternsField(
         required=False,
         help_text="Tools that wait for a person's yes while the skill is offered.",
@@ -207,7 +208,8 @@ class SkillDetail(APIView):
 
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         skill = _skill(name)
-        data = SkillIn(skill, data=request.data, partial=partial)
+        as_read = SkillOut(selectors.listed_skill(skill)).data
+        data = SkillIn(skill, data=request.data, partial=partial, context={AS_READ: as_read})
         data.is_valid(raise_exception=True)
         updated = services.update_skill(skill=skill, **data.validated_data)
         return Response(SkillOut(selectors.listed_skill(updated)).data)

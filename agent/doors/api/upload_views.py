@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.conf import agent_settings
+from agent.doors.api.known_fields import KnownFieldsOnly
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, ErrorOut
 from agent.tools.guards.uploads import (
     UploadsUnusable,
@@ -84,7 +85,7 @@ class CappedUpload(FileUploadHandler):
         return None
 
 
-class UploadIn(serializers.Serializer):
+class UploadIn(KnownFieldsOnly):
     file = serializers.FileField(allow_empty_file=True, help_text="The file, one per request.")
 
 
