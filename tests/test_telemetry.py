@@ -223,4 +223,5 @@ def test_a_failed_run_is_exported_with_an_error_status(
     assert run.status.code == Status.STATUS_CODE_ERROR
     assert attributes(run)["error.type"] == "auth"
     assert chat.name == "chat scripted" and chat.parent_span_id == run.span_id
-    assert chat.status.code == Status.STATUS_CODE_ERROR and "bad key" in chat.status.message
+    assert chat.status.code == Status.STATUS_CODE_ERROR
+    assert chat.status.message == "the model provider did not accept the site's credentials"
