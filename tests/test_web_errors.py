@@ -104,13 +104,19 @@ async def test_a_closed_port_is_a_sentence() -> None:
 
 
 class Plain(BaseHTTPRequestHandler):
-    """Answers everything with an error whose reason phrase carries a secret."""
+    """Answers `/odd-type` with an image whose type says more than a type, and everything
+    else with an error whose reason phrase carries a secret."""
 
     protocol_version = "HTTP/1.1"
 
     def _answer(self) -> None:
-        body = b"nope"
-        self.send_response(503, LEAK)
+        if self.path == "/odd-type":
+            body = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+            self.send_response(200)
+            self.send_header("Content-Type", f"image/png {LEAK}")
+        else:
+            body = b"nope"
+            self.send_response(503, LEAK)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -137,6 +143,12 @@ async def test_tls_to_a_server_that_speaks_none_is_a_sentence(plain_http: int) -
     result = await run(fetch_tool(), url=f"https://127.0.0.1:{plain_http}/")
     assert_plain(result)
     assert result.endswith("the TLS handshake with the server failed"), result
+
+
+async def test_a_content_type_is_repeated_only_as_a_media_type(plain_http: int) -> None:
+    result = await run(fetch_tool(), url=f"http://127.0.0.1:{plain_http}/odd-type")
+    assert result.startswith("Error: ") and "web_fetch reads HTML, text and JSON only" in result
+    assert "hunter2" not in result and "postgres" not in result, result
 
 
 async def test_a_search_provider_that_cannot_be_reached_is_a_sentence() -> None:

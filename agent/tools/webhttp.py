@@ -9,6 +9,7 @@ command-line start more than the whole tool package.
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 import zlib
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # The most of a URL a message to the model repeats.
 SHOWN_URL_CHARS = 200
+# What of a server's header a message to the model repeats: a name, or a media type.
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9._+-]{0,31}")
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9._+-]{0,63}/[a-z0-9][a-z0-9._+-]{0,63}")
 
 
 def guarded_client(guard: AddressGuard, *, timeout: float, user_agent: str) -> httpx.AsyncClient:
@@ -208,16 +212,21 @@ def _decoder(response: httpx.Response) -> Any:
     if not encodings:
         return None
     if len(encodings) > 1 or encodings[0] not in ("gzip", "x-gzip", "deflate"):
+        # The server's own words: shown only as far as they are encoding names.
+        named = [word for word in encodings[:4] if _TOKEN.fullmatch(word)]
         raise ToolError(
             f"{response.url} is sent with an encoding web_fetch does not read "
-            f"({', '.join(encodings)})"
+            f"({', '.join(named) or 'unnamed'})"
         )
     return zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encodings[0] else 0))
 
 
 def _binary_refusal(content_type: str, response: httpx.Response) -> str:
-    size = response.headers.get("content-length")
-    what = f"{content_type}, {size} bytes" if size else content_type
+    # Header values are the server's words: a media type and a size, or nothing of them.
+    if not _MEDIA_TYPE.fullmatch(content_type) and content_type != "binary data":
+        content_type = "a media type that is not named plainly"
+    size = response.headers.get("content-length", "")
+    what = f"{content_type}, {size} bytes" if size.isdigit() and len(size) < 16 else content_type
     return (
         f"{response.url} is not a web page or text ({what}); web_fetch reads HTML, "
         "text and JSON only"
