@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from cron_app.models import CronJob
 from mcp_app.models import McpServer
-from sessions_app.models import Memory, Run, Session
+from sessions_app.models import Memory, Run, Session, UserPreferences
 from skills_app.models import Skill
 from tests.llm_server import ScriptedLLM
 
@@ -62,6 +62,7 @@ def state() -> list[Any]:
         list(Memory.objects.values_list("content", flat=True).order_by("pk")),
         list(Skill.objects.values("name", "content", "enabled").order_by("pk")),
         list(McpServer.objects.values("name", "command", "enabled", "env").order_by("pk")),
+        list(UserPreferences.objects.values_list("approve_tools", flat=True).order_by("pk")),
     ]
 
 
@@ -83,6 +84,9 @@ BODIES: list[tuple[str, str, dict[str, Any]]] = [
     ("post", "/api/mcp-servers", {**MCP_SERVER, "name": "other"}),
     ("put", "/api/mcp-servers/files", {**MCP_SERVER, "command": "changed"}),
     ("patch", "/api/mcp-servers/files", {"command": "changed"}),
+    ("put", "/api/approvals", {"approve_tools": ["exec"]}),
+    ("patch", "/api/approvals", {"approve_tools": ["exec"]}),
+    ("post", "/api/tasks/{task}/cancel", {}),
 ]
 
 

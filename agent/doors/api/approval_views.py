@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.conf import agent_settings
+from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly
 from agent.doors.api.prompt_file_views import FolderUnusable, own_folder
 from agent.doors.api.schema import AUTH_ERRORS, INVALID
 from agent.doors.api.serializers import ToolPatternsField
@@ -48,7 +49,7 @@ class ApprovalsOut(serializers.Serializer):
     pending = WaitingCallOut(many=True, help_text="The calls that wait for your answer now.")
 
 
-class ApprovalsIn(serializers.Serializer):
+class ApprovalsIn(KnownFieldsOnly):
     approve_tools = ToolPatternsField(
         help_text='Tool names or globs that wait for your yes, e.g. ["exec", "mcp_*"].'
     )
@@ -61,7 +62,9 @@ class Approvals(APIView):
 
     @extend_schema(request=ApprovalsIn, responses={200: ApprovalsOut, **INVALID, **AUTH_ERRORS})
     def put(self, request: Request) -> Response:
-        data = ApprovalsIn(data=request.data)
+        # What GET shows may be sent back whole; only `approve_tools` is yours to change.
+        shown = ApprovalsOut(self._state(request)).data
+        data = ApprovalsIn(data=request.data, context={AS_READ: shown})
         data.is_valid(raise_exception=True)
         approvals.set_user_approve_tools(
             user=request.user, tools=data.validated_data["approve_tools"]

@@ -32,13 +32,9 @@ from agent.turn import MAX_MESSAGE_CHARS, InvalidInput, validate_content
 from cron_app import selectors, services, timing
 from cron_app.models import CronJob
 
-# The carried limits, as a job made through the API has them.
+# The carried limits, as a job made through the API has them: a new job's body may name
+# them only with these values, as an existing job's only with its own (`known_fields`).
 CARRIED: dict[str, Any] = {"tools": None, "approve_tools": []}
-CARRIED_FIXED = (
-    "is what the agent's turn that scheduled this job was limited to, which its runs keep "
-    "to: it is not changed through the API (staff may change it in the admin); leave it "
-    "out, or send it as it is"
-)
 
 
 class CronJobOut(serializers.ModelSerializer):
@@ -150,7 +146,6 @@ class CronJobIn(KnownFieldsOnly):
             raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        self._keep_carried()
         at = attrs.get("at")
         if at is not None and timezone.is_naive(at):
             # As the agent's own cron tool reads it: in the zone the job is given or has.
@@ -163,20 +158,6 @@ class CronJobIn(KnownFieldsOnly):
             except OverflowError:
                 raise serializers.ValidationError({"at": ["is out of range"]}) from None
         return attrs
-
-    def _keep_carried(self) -> None:
-        """Refuse a change of the carried limits, which are read-only; the same values sent
-        back (a job read, changed elsewhere and put back whole) pass."""
-        sent = self.initial_data
-        if not hasattr(sent, "get"):
-            return
-        wrong = {}
-        for name, default in CARRIED.items():
-            kept = getattr(self.instance, name) if self.instance is not None else default
-            if name in sent and sent.get(name) != kept:
-                wrong[name] = [CARRIED_FIXED]
-        if wrong:
-            raise serializers.ValidationError(wrong)
 
 
 def _job(request: Request, job_id: int) -> CronJob:
@@ -220,7 +201,7 @@ class CronJobList(APIView):
         description="A new job, planned at once if `enabled` (the default).",
     )
     def post(self, request: Request) -> Response:
-        data = CronJobIn(data=request.data)
+        data = CronJobIn(data=request.data, context={AS_READ: CARRIED})
         data.is_valid(raise_exception=True)
         job = _save(request, None, dict(data.validated_data))
         return Response(CronJobOut(job).data, status=201)

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from agent.doors.api.known_fields import NoFields
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NO_MODEL, NOT_FOUND, THROTTLED, ErrorOut
 from agent.doors.api.serializers import ApproveIn, TaskIn, TaskOut
 from agent.turn import (
@@ -83,9 +84,11 @@ class TaskDetail(APIView):
 
 
 class TaskCancel(APIView):
-    @extend_schema(request=None, responses={200: TaskOut, **AUTH_ERRORS, **NOT_FOUND})
+    @extend_schema(request=None, responses={200: TaskOut, **INVALID, **AUTH_ERRORS, **NOT_FOUND})
     def post(self, request: Request, task_id: UUID) -> Response:
-        return Response(TaskOut(cancel_task(owned_run(request, task_id))).data)
+        run = owned_run(request, task_id)
+        NoFields(data=request.data).is_valid(raise_exception=True)
+        return Response(TaskOut(cancel_task(run)).data)
 
 
 class Answered(APIException):
