@@ -183,3 +183,27 @@ async def test_file_tools_need_nothing_of_the_event_loops_default_pool(
         "a.txt\nb.txt",
         "a.txt\nb.txt",
     ]
+
+
+async def test_hook_functions_need_nothing_of_the_event_loops_default_pool(
+    gate: threading.Event,
+) -> None:
+    """An operator's plain hook function runs in threads of its own too: with the loop's
+    default executor held for good, a guard still answers."""
+    from agent.tools.hook_config import FunctionHook, HookSet
+    from agent.tools.hooks import TurnHooks
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+    loop.run_in_executor(None, stuck, gate)
+    seen: list[str] = []
+    guard = FunctionHook("tests.guard", lambda event: seen.append(event["tool"]))
+    hooks = TurnHooks(
+        HookSet(functions=(guard,)), session="web:a", user="ada", run_id="r", channel="web"
+    )
+    try:
+        async with asyncio.timeout(PROMPT):
+            passed = await hooks.before_tool("read_file", {"path": "a.txt"})
+    finally:
+        gate.set()
+    assert passed == {"path": "a.txt"} and seen == ["read_file"]

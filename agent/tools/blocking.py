@@ -32,9 +32,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
-from agent.tools.base import ToolContext, ToolError
+from agent.tools.tool_errors import ToolError
 
 logger = logging.getLogger(__name__)
 
@@ -191,9 +191,15 @@ def _settle(job: _Job, result: Any, error: BaseException | None) -> None:
 threads = OwnerThreads()
 
 
-async def run_blocking(
-    ctx: ToolContext, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
-) -> R:
+class _Turn(Protocol):
+    """What is needed of a turn's context (`ToolContext`): whose calls these are. Named so,
+    rather than imported, since the hooks that tools' contexts hold use these threads too."""
+
+    @property
+    def owner_id(self) -> int | None: ...
+
+
+async def run_blocking(ctx: _Turn, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """`call(*args, **kwargs)` off the event loop, in a thread counted against the owner of
     the turn of `ctx` (see the module's docstring); its result."""
     return await threads.run(ctx.owner_id, call, *args, **kwargs)

@@ -48,6 +48,7 @@ import signal
 from typing import Any
 
 from agent.cleantext import clean_value
+from agent.tools.blocking import threads as tool_threads
 from agent.tools.hook_config import (
     DEFAULT_TIMEOUT,
     TOOL_EVENTS,
@@ -213,8 +214,10 @@ async def _ask_function(hook: FunctionHook, event: dict[str, Any]) -> dict[str, 
             if inspect.iscoroutinefunction(hook.function):
                 answer = await hook.function(event)
             else:
-                # A plain function may block (a file, a request, the ORM): not on the loop.
-                answer = await asyncio.to_thread(hook.function, event)
+                # A plain function may block (a file, a request, the ORM): not on the loop,
+                # nor in its shared pool, where one that never returns would keep a thread
+                # the whole process needs; in threads of its own, a few at most.
+                answer = await tool_threads.run(("hook", hook.path), hook.function, event)
                 if inspect.isawaitable(answer):
                     answer = await answer
     except TimeoutError:

@@ -13,6 +13,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.blocking import run_blocking
 from agent.tools.guards import AddressGuard
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class WebSearchTool(Tool):
                 if self.settings.brave_api_key:
                     results = await self._brave(client, query, count)
                 else:
-                    results = await self._duckduckgo(client, query)
+                    results = await self._duckduckgo(ctx, client, query)
         except (TimeoutError, httpx.TimeoutException):
             raise ToolError(
                 f"web search timed out after {seconds:g} seconds ({self.provider})"
@@ -128,12 +129,12 @@ class WebSearchTool(Tool):
             raise ToolError("Brave Search answered with something that is not JSON") from None
         return webtext.brave_results(data)
 
-    async def _duckduckgo(self, client: Any, query: str) -> list[Any]:
+    async def _duckduckgo(self, ctx: ToolContext, client: Any, query: str) -> list[Any]:
         from agent.tools import webtext
 
         response = await client.post(self.settings.duckduckgo_url, data={"q": query})
         self._raise_for_status(response)
-        return await asyncio.to_thread(webtext.duckduckgo_results, response.text)
+        return await run_blocking(ctx, webtext.duckduckgo_results, response.text)
 
     def _raise_for_status(self, response: Any) -> None:
         if not response.is_success:
@@ -216,8 +217,9 @@ class WebFetchTool(Tool):
         except httpx.HTTPError as exc:
             logger.info("web_fetch %s failed: %r", url, exc)
             raise ToolError(f"could not fetch {url}: {webhttp.failure_reason(exc)}") from None
-        # Extraction is CPU work (up to seconds on a big page): off the event loop.
-        return await asyncio.to_thread(_render, page, markdown, max_chars)
+        # Extraction is CPU work (up to seconds on a big page): off the event loop, in a
+        # thread counted against the turn's owner rather than the loop's shared pool.
+        return await run_blocking(ctx, _render, page, markdown, max_chars)
 
 
 def _render(page: Download, markdown: bool, max_chars: int) -> str:
