@@ -229,18 +229,32 @@ async def test_no_path_makes_a_file_tool_fail_unexpectedly(
         result.encode("utf-8")  # sendable and storable
 
 
-@pytest.mark.parametrize(("tool", "field"), [("write_file", "content"), ("append_file", "content")])
-async def test_text_no_utf8_can_hold_is_refused_plainly(ws: Path, tool: str, field: str) -> None:
+@pytest.mark.parametrize("tool", ["write_file", "append_file"])
+async def test_text_no_utf8_can_hold_is_written_as_a_replacement_character(
+    ws: Path, tool: str
+) -> None:
+    """The registry cleans what the model sends (`agent.cleantext`): a lone surrogate is
+    written as U+FFFD, never a failure."""
     tools = build_registry(workspace=ws, exec_timeout=1)
-    result = await tools.execute(tool, {"path": "a.txt", field: "ok \ud800 not"})
-    assert result == (
-        f"Error: {field} holds a lone surrogate (character 4), which no UTF-8 file can hold; "
-        "send it again without it"
-    )
+    result = await tools.execute(tool, {"path": "a.txt", "content": "ok \ud800 not"})
+    assert result.startswith(("Wrote", "Appended")), result
+    assert (ws / "a.txt").read_text() == "ok \ufffd not"
     (ws / "b.txt").write_text("old")
     edit = {"path": "b.txt", "old_text": "old", "new_text": "\udcff"}
-    assert (await tools.execute("edit_file", edit)).startswith("Error: new_text holds a lone")
-    assert (ws / "b.txt").read_text() == "old"
+    assert (await tools.execute("edit_file", edit)).startswith("Replaced 1 occurrence")
+    assert (ws / "b.txt").read_text() == "\ufffd"
+
+
+async def test_a_tool_called_directly_refuses_text_no_utf8_can_hold(ws: Path) -> None:
+    """A tool called by code of its own, past the registry, says so plainly."""
+    from agent.tools import ToolContext, ToolError
+    from agent.tools.files import WriteFileTool
+    from agent.tools.guards import Workspace
+
+    tool = WriteFileTool(Workspace(ws))
+    with pytest.raises(ToolError, match=r"content holds a lone surrogate \(character 4\)"):
+        await tool.execute(ToolContext.detached(), path="a.txt", content="ok \ud800 not")
+    assert not (ws / "a.txt").exists()
 
 
 def test_a_deep_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
