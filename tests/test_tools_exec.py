@@ -198,6 +198,12 @@ async def test_empty_command(tools: ToolRegistry) -> None:
     assert (await tools.execute("exec", {"command": "  "})).startswith("Error")
 
 
+async def test_a_command_holding_a_nul_is_refused_plainly(fenced_or_not: ToolRegistry) -> None:
+    result = await fenced_or_not.execute("exec", {"command": "echo a\x00b > made.txt"})
+    assert result.startswith("Error: the command holds a NUL character"), result
+    assert "unexpectedly" not in result
+
+
 async def test_unfenced_commands_get_the_env_they_are_given(ws: Path) -> None:
     workspace = Workspace(ws, restrict=False)
     tool = ExecTool(workspace, timeout=5, env={"PATH": os.defpath, "ONLY_THIS": "yes"})

@@ -166,6 +166,11 @@ class ExecTool(Tool):
         command: str = kwargs["command"]
         if not command.strip():
             raise ToolError("command must not be empty")
+        if "\x00" in command:
+            raise ToolError(
+                "the command holds a NUL character, which no shell command can; "
+                "remove it (to write one, use printf '\\0')"
+            )
         reason = check_command(command)
         if reason:
             logger.warning("exec refused %r: %s", command, reason)
