@@ -33,7 +33,7 @@ class AgentConfig(AppConfig):
         from django.contrib.auth import get_user_model
 
         from agent import accounts
-        from agent.checks import check_approvals, check_hooks, check_otel, check_tools
+        from agent.checks import check_approvals, check_exec, check_hooks, check_otel, check_tools
         from agent.turn import on_session_deleted
         from sessions_app.models import Session
 
@@ -58,6 +58,7 @@ class AgentConfig(AppConfig):
         checks.register(check_hooks)
         checks.register(check_otel)
         checks.register(check_approvals)
+        checks.register(check_exec)
         from django_q.signals import pre_execute
 
         pre_execute.connect(_relay_from_worker, dispatch_uid="agent.relay_from_worker")

@@ -4,11 +4,15 @@ operator's hooks, a collector named without OpenTelemetry installed to reach it,
 site (`serve`, `python -m agentsite.web`, `qcluster`, `agent`) refuses to start on them with
 one line per problem, not a traceback and not a failure at the first turn.
 
+What would keep `exec` from running is a warning instead (the other tools work without it),
+as far as it shows without trying a command: `serve` tries one at start-up and says more.
+
 Imported by the app's `ready`, so by every process: what it needs loads only when a check runs.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.core import checks
@@ -20,6 +24,7 @@ OTEL_ERROR = "agent.E003"
 # What exporting runs to a collector imports: the optional extra `otel`.
 OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
 APPROVALS_ERROR = "agent.E004"
+EXEC_WARNING = "agent.W001"
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -79,6 +84,39 @@ def approval_problems() -> list[str]:
 
     found = tool_patterns.problems(list(agent_settings().approve_tools))
     return [f"AGENT_APPROVE_TOOLS: {problem}" for problem in found]
+
+
+def check_exec(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: a Warning for each reason `exec` will refuse every command."""
+    return [checks.Warning(problem, id=EXEC_WARNING) for problem in exec_problems()]
+
+
+def exec_problems() -> list[str]:
+    """Why `exec` will refuse every command, as far as it shows without running one: a
+    network allowed but no helper to give the sandbox one of its own, or, as root, a
+    workspace the sandbox's account cannot reach."""
+    from agent.conf import agent_settings
+
+    conf = agent_settings()
+    if not conf.restrict_to_workspace:
+        return []
+    from agent.tools.sandbox import network_helper_missing, out_of_reach
+
+    problems = []
+    missing = network_helper_missing() if conf.exec_network else None
+    if missing is not None:
+        problems.append(
+            f"AGENT_EXEC_NETWORK is on, but {missing}; without it exec refuses every command "
+            "rather than give it the server's network. Install it, or turn AGENT_EXEC_NETWORK off"
+        )
+    blocked = out_of_reach(conf.workspace, conf.exec_uid) if os.geteuid() == 0 else None
+    if blocked is not None:
+        problems.append(
+            f"exec's sandbox runs as uid {conf.exec_uid} (AGENT_EXEC_UID), which may not pass "
+            f"through {blocked} to reach AGENT_WORKSPACE ({conf.workspace}), so exec refuses "
+            f"every command. Move the workspace, or let others pass (chmod o+x {blocked})"
+        )
+    return problems
 
 
 def tool_problems() -> list[str]:

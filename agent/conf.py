@@ -231,6 +231,13 @@ SETTINGS: tuple[Setting, ...] = (
         "exec_network",
     ),
     Setting(
+        "AGENT_EXEC_UID",
+        "int",
+        1_900_000_000,
+        "uid and gid exec's sandbox and its network helper run as when the site runs as root",
+        "exec_uid",
+    ),
+    Setting(
         "AGENT_EXEC_MAX_PROCESSES",
         "int",
         128,
@@ -328,6 +335,11 @@ def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[s
         values["AGENT_API_KEY"] = values["OPENAI_API_KEY"]
     # Wrong prices would make every run's cost wrong or unknown: refused at start-up.
     parse_prices(values["AGENT_MODEL_PRICES"])
+    if not 0 < values["AGENT_EXEC_UID"] < 2**32 - 1:
+        raise ValueError(
+            f"AGENT_EXEC_UID is {values['AGENT_EXEC_UID']}: use a uid other than root's (0), "
+            f"below {2**32 - 1} (the default is 1900000000)"
+        )
     if not 0 <= values["AGENT_USER_DAILY_BUDGET"] < math.inf:
         raise ValueError("AGENT_USER_DAILY_BUDGET must be 0 (no budget) or more")
     return values
@@ -372,6 +384,7 @@ class AgentSettings:
     restrict_to_workspace: bool
     exec_timeout: int
     exec_network: bool
+    exec_uid: int
     exec_max_processes: int
     exec_memory_mb: int
     max_upload_bytes: int

@@ -65,11 +65,33 @@ def open_in(parent_fd: int, name: str, flags: int, mode: int = 0o666) -> int:
     """The entry `name` of the open folder `parent_fd`, opened with `flags`, never through
     a link at its name (with O_CREAT, nor by making a file where a link points)."""
     try:
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent_fd)
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise LinkFound(errno.ELOOP, "a link is in the way", name) from exc
         raise
+    if flags & os.O_CREAT:
+        try:
+            adopt(fd, parent_fd)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
+def adopt(fd: int, parent_fd: int) -> None:
+    """When this process runs as root, what it made (open as `fd`) in a folder that is
+    another account's (open as `parent_fd`) becomes that account's too: a user's folder is
+    the account's that runs their commands, and those must be able to change what the file
+    tools wrote there. A file with other names (hard links) keeps its owner, since they
+    may be outside the folder."""
+    if os.geteuid() != 0:
+        return
+    made, parent = os.fstat(fd), os.fstat(parent_fd)
+    if made.st_uid != 0 or parent.st_uid == 0:
+        return
+    if stat.S_ISDIR(made.st_mode) or made.st_nlink == 1:
+        os.fchown(fd, parent.st_uid, parent.st_gid)
 
 
 def open_folder(folder: Path, target: Path, *, make: bool = False) -> int:
@@ -86,6 +108,7 @@ def open_folder(folder: Path, target: Path, *, make: bool = False) -> int:
                 with suppress(FileExistsError):  # made meanwhile, or a link: opened next
                     os.mkdir(part, 0o777, dir_fd=fd)
                 child = open_dir(part, fd)
+                adopt(child, fd)
             os.close(fd)
             fd = child
     except BaseException:

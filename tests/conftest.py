@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -129,6 +130,41 @@ def llm() -> Iterator[ScriptedLLM]:
     _limits.clear()
     with ScriptedLLM() as server:
         yield server
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, exec's sandbox runs as an account of its own, which must pass through the
+    folders above its workspace. pytest's own temporary root is its user's alone, and every
+    pytest that starts on the machine makes it so again; the suite's temporary folders go
+    under a root of this run's instead (removed at its end), which `_sandbox_may_pass`
+    opens."""
+    if os.geteuid() == 0 and config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="agentsite-tests-")
+        config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_may_pass(request: pytest.FixtureRequest) -> None:
+    """A test's temporary folder and those above it, up to the run's root, may be passed
+    through (not listed) by others, as root: see `pytest_configure`."""
+    if os.geteuid() != 0 or "tmp_path" not in request.fixturenames:
+        return
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    root = request.getfixturevalue("tmp_path_factory").getbasetemp()
+    for folder in (tmp_path, *tmp_path.parents):
+        folder.chmod(folder.stat().st_mode | 0o001)
+        if folder == root:
+            break
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """Per-command cgroups for the `exec` sandbox, where the server may make them.
 
-`RLIMIT_NPROC` caps the processes of a sandbox only when it runs as an ordinary user: the
-kernel does not apply it to uid 0. A server that runs as root therefore puts each command
-in a cgroup of its own, with `pids.max` (and, when the memory controller is there too, a
-memory limit for all of the command's processes together). Both cgroup versions work: v1
-with a hierarchy per controller, v2 where this process's cgroup may enable controllers
-for its children.
+`RLIMIT_NPROC`, which the sandbox sets, caps each command's processes: the kernel counts
+them in the sandbox's own user namespace, and never runs a sandbox as root, to which it
+would not apply. Where the server may make cgroups (as root), each command gets one of its
+own as well, with `pids.max` (and, when the memory controller is there too, a memory limit
+for all of the command's processes together, which the per-process limit is not). Both
+cgroup versions work: v1 with a hierarchy per controller, v2 where this process's cgroup
+may enable controllers for its children.
 """
 
 from __future__ import annotations

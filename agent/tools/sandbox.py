@@ -3,12 +3,19 @@
 Inside, the workspace is the only writable place of the host and, besides it, only what a
 shell needs is there to read: `/usr` (with the `/bin`, `/lib` links) and a short list of
 `/etc` files. There is a private `/proc` (the server's processes do not exist in it), a
-minimal `/dev`, a private size-capped `/tmp` that vanishes with the command, no network
-unless a setting allows it, and an environment without secrets. Limits on processes
-(threads included), memory, CPU time and file size are set by `prlimit` before the shell
-starts; a server running as root, to which the kernel does not apply the process limit,
-adds a cgroup. The sandbox is a PID namespace, so every process the command starts dies
-with it: when the shell exits, when the call times out, or when the server goes away.
+minimal `/dev`, a private size-capped `/tmp` that vanishes with the command, an environment
+without secrets, and a network namespace of its own: empty, or, when a setting allows it,
+one that reaches the internet and nothing of the host (`agent.tools.sandbox_net`). Limits
+on processes (threads included), memory, CPU time and file size are set by `prlimit`
+before the shell starts, and where the site may make cgroups (as root) each command gets
+one too, which caps its processes and memory together. The sandbox is a PID namespace, so
+every process the command starts dies with it: when the shell exits, when the call times
+out, or when the server goes away.
+
+The sandbox's user is never root on the host. bubblewrap maps it onto the account that
+starts bubblewrap: the site's own, or, when the site runs as root, an account of the
+sandbox's own (`Limits.host_uid`), which bubblewrap and the network helper are started as.
+That account must be able to pass through the folders above the workspace to reach it.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -26,32 +34,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.tools.cgroups import Cgroup, CgroupParent, find_parent
+from agent.tools.sandbox_files import (
+    GROUP,
+    PASSWD,
+    PATH,
+    UID,
+    data_fd,
+    filesystem,
+    sandbox_env,
+    system_dirs,
+    visible_inside,
+)
+from agent.tools.sandbox_net import (
+    HELPER_HINT,
+    RESOLV_CONF,
+    NetworkHelper,
+    NetworkSetupFailed,
+    SandboxNetwork,
+)
 
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: apt install bubblewrap)"
-USER, UID, HOME = "agent", 1000, "/tmp"
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The host account of a site running as root's sandboxes, uid and gid alike: one no
+# distribution, container runtime or subordinate-id range hands out (systemd's table of
+# ranges leaves 1879048192-2147352575 unused; shadow's subordinate ids end at 600165535),
+# below 2^31 so that no tool reads it as negative.
+HOST_UID = 1_900_000_000
 FILE_SIZE_LIMIT = 1 << 30  # bytes any one file may grow to
 OPEN_FILES = 1024
 PROBE_SECONDS = 20
-
-# What a shell and common tools read in /etc: the dynamic linker's cache, the name service
-# and resolver files, time zones, certificates, Debian's alternatives links. Nothing with
-# credentials; /etc/passwd and /etc/group are made up for the sandbox's one user.
-_ETC = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone",
-    "nsswitch.conf", "host.conf", "hosts", "resolv.conf", "gai.conf", "protocols",
-    "services", "ssl", "ca-certificates", "pki", "crypto-policies", "mime.types", "magic",
-)  # fmt: skip
-_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_PASSWD = (
-    f"root:x:0:0:root:/root:/usr/sbin/nologin\n{USER}:x:{UID}:{UID}:{USER}:{HOME}:/bin/sh\n"
-    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-)
-_GROUP = f"root:x:0:\n{USER}:x:{UID}:\nnogroup:x:65534:\n"
-# Of the server's environment, only the locale and the time zone reach the sandbox.
-_KEPT_VARIABLES = re.compile(r"LANG|LANGUAGE|LC_[A-Z_]+|TZ")
 
 
 class SandboxUnavailable(Exception):
@@ -60,11 +72,13 @@ class SandboxUnavailable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one `exec` call may use."""
+    """What one `exec` call may use, and as whom."""
 
     max_processes: int = 128
     memory_mb: int = 1024
     network: bool = False
+    # The host account (uid and gid) commands run as when the site runs as root.
+    host_uid: int = HOST_UID
 
     @property
     def memory_bytes(self) -> int:
@@ -73,20 +87,30 @@ class Limits:
 
 @dataclass(slots=True)
 class Launch:
-    """One sandboxed command ready to start: its argv and the descriptors it inherits.
+    """One sandboxed command ready to start: its argv, the descriptors it inherits, and
+    what lives as long as it does (its cgroup, its network).
 
-    `close` once the process has exited: it releases the descriptors and the cgroup.
+    `spawned` once it runs; `close` once it has exited: it ends the network's helper and
+    releases the cgroup.
     """
 
     argv: list[str]
     pass_fds: tuple[int, ...]
     cgroup: Cgroup | None = None
+    network: SandboxNetwork | None = None
 
-    def close(self) -> None:
+    def spawned(self) -> None:
+        """Close this process's copies of the descriptors the command inherited."""
         for fd in self.pass_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.pass_fds = ()
+
+    def close(self) -> None:
+        self.spawned()
+        if self.network is not None:
+            self.network.close()
+            self.network = None
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -98,6 +122,10 @@ class Sandbox:
     prlimit: str
     cgroups: CgroupParent | None
     as_root: bool
+    # As root: what starts bubblewrap and the helper as the sandbox's own account.
+    setpriv: str | None = None
+    # slirp4netns, where installed: commands may have network only with it.
+    slirp4netns: str | None = None
 
     def prepare(
         self,
@@ -110,6 +138,7 @@ class Sandbox:
         env: Mapping[str, str],
     ) -> Launch:
         """The command line that runs `command` in a fresh sandbox."""
+        helper = self.helper(limits) if limits.network else None
         cgroup = (
             self.cgroups.create(
                 max_processes=limits.max_processes, memory_bytes=limits.memory_bytes
@@ -117,11 +146,16 @@ class Sandbox:
             if self.cgroups is not None
             else None
         )
-        fds = (_data_fd(_PASSWD), _data_fd(_GROUP))
+        network = SandboxNetwork(helper) if helper is not None else None
+        files = {"/etc/passwd": PASSWD, "/etc/group": GROUP}
+        if network is not None:
+            files["/etc/resolv.conf"] = RESOLV_CONF
+        fds = {dest: data_fd(text) for dest, text in files.items()}
         argv = [
             self.bwrap,
-            *self._namespaces(limits),
-            *_filesystem(workspace, limits, passwd_fd=fds[0], group_fd=fds[1]),
+            *self._namespaces(),
+            *(network.bwrap_args() if network is not None else ()),
+            *filesystem(workspace, limits.memory_bytes, fds),
             "--chdir",
             str(cwd),
             "--clearenv",
@@ -132,14 +166,39 @@ class Sandbox:
             "-c",
             command,
         ]
-        return Launch(_join(cgroup, argv), fds, cgroup)
+        inherited = (*fds.values(), *(network.child_fds if network is not None else ()))
+        return Launch(_join(cgroup, self._as_host_user(limits, argv)), inherited, cgroup, network)
 
-    def _namespaces(self, limits: Limits) -> list[str]:
-        """Its own of everything (network too, unless allowed), as an unprivileged user."""
-        args = ["--unshare-all", *(["--share-net"] if limits.network else [])]
-        args += ["--unshare-user", "--disable-userns", "--uid", str(UID), "--gid", str(UID)]
-        args += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
-        return args + (["--cap-drop", "ALL"] if self.as_root else [])
+    def helper(self, limits: Limits) -> NetworkHelper:
+        """How a sandbox with `limits` gets its network; SandboxUnavailable where it cannot."""
+        if self.slirp4netns is None:
+            raise SandboxUnavailable(f"slirp4netns is not installed: {HELPER_HINT}")
+        return NetworkHelper(
+            slirp4netns=self.slirp4netns,
+            bwrap=self.bwrap,
+            setpriv=self.setpriv,
+            run_as=limits.host_uid if self.as_root else None,
+            filesystem=("--ro-bind", "/usr", "/usr", *system_dirs()),
+        )
+
+    def host_uid(self, limits: Limits) -> int | None:
+        """The account a command runs as on the host when it is not the site's own."""
+        return limits.host_uid if self.as_root else None
+
+    def _namespaces(self) -> list[str]:
+        """Its own of everything, the network too, as an unprivileged user."""
+        return [
+            *("--unshare-all", "--unshare-user", "--disable-userns"),
+            *("--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox"),
+            *("--die-with-parent", "--new-session"),
+        ]
+
+    def _as_host_user(self, limits: Limits, argv: list[str]) -> list[str]:
+        """As root, `argv` started as the sandbox's own account, with no groups."""
+        uid = self.host_uid(limits)
+        if uid is None or self.setpriv is None:
+            return argv
+        return [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
 
     def _limits(self, limits: Limits, cpu_seconds: int) -> list[str]:
         """`prlimit`, which sets the limits and then becomes the shell."""
@@ -154,160 +213,187 @@ class Sandbox:
         ]
 
 
-def _filesystem(workspace: Path, limits: Limits, *, passwd_fd: int, group_fd: int) -> list[str]:
-    """System files read-only, private /proc, /dev and /tmp, the workspace writable."""
-    size = str(limits.memory_bytes)
-    return [
-        *("--ro-bind", "/usr", "/usr", *_system_dirs(), *_etc_files()),
-        *("--ro-bind-data", str(passwd_fd), "/etc/passwd"),
-        *("--ro-bind-data", str(group_fd), "/etc/group"),
-        *("--proc", "/proc", "--dev", "/dev"),
-        *("--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"),
-        *("--bind", str(workspace), str(workspace)),
-        # /dev keeps its device nodes writable (/dev/null) but takes no new files.
-        *("--remount-ro", "/dev", "--remount-ro", "/"),
-    ]
-
-
-def sandbox_env(server_env: Mapping[str, str]) -> dict[str, str]:
-    """The whole environment of a sandboxed command."""
-    env = {
-        "PATH": PATH,
-        "HOME": HOME,
-        "TMPDIR": "/tmp",
-        "USER": USER,
-        "LOGNAME": USER,
-        "SHELL": "/bin/sh",
-        "TERM": "dumb",
-        "LANG": "C.UTF-8",
-    }
-    env.update({k: v for k, v in server_env.items() if _KEPT_VARIABLES.fullmatch(k)})
-    return env
-
-
-def find_sandbox() -> Sandbox:
+def find_sandbox(*, host_uid: int = HOST_UID) -> Sandbox:
     """This machine's sandbox; raises SandboxUnavailable saying why there is none.
 
     The first call tries the sandbox out (tens of milliseconds); from async code, call it
     through `asyncio.to_thread`.
     """
-    found = _probe()
+    found = _probe(host_uid)
     if isinstance(found, str):
         raise SandboxUnavailable(found)
     return found
 
 
-def unavailable_reason() -> str | None:
+def network_problem(*, host_uid: int = HOST_UID) -> str | None:
+    """Why a sandbox cannot have a network of its own here, or None when it can. The first
+    call tries one out (a hundred milliseconds or so); call it as `find_sandbox`."""
+    found = _probe(host_uid)
+    return found if isinstance(found, str) else _probe_network(found, host_uid)
+
+
+def unavailable_reason(*, host_uid: int = HOST_UID) -> str | None:
     """Why `exec` cannot be fenced here, or None when it can."""
-    found = _probe()
+    found = _probe(host_uid)
     return found if isinstance(found, str) else None
 
 
-def startup_warning(*, restrict: bool) -> str | None:
+def startup_warning(
+    *, restrict: bool, network: bool = False, host_uid: int = HOST_UID
+) -> str | None:
     """What the site says when it starts without a sandbox for `exec`, if anything."""
-    reason = unavailable_reason() if restrict else None
-    if reason is None:
+    if not restrict:
         return None
-    return (
-        f"exec is disabled: shell commands need a sandbox and there is none ({reason}). "
-        "The other tools work. Turning AGENT_RESTRICT_TO_WORKSPACE off runs commands "
-        "unfenced instead."
-    )
+    reason = unavailable_reason(host_uid=host_uid)
+    if reason is not None:
+        return (
+            f"exec is disabled: shell commands need a sandbox and there is none ({reason}). "
+            "The other tools work. Turning AGENT_RESTRICT_TO_WORKSPACE off runs commands "
+            "unfenced instead."
+        )
+    reason = network_problem(host_uid=host_uid) if network else None
+    if reason is not None:
+        return (
+            f"exec is disabled: AGENT_EXEC_NETWORK is on, but a sandboxed command cannot "
+            f"have a network of its own here ({reason}), and never gets the host's. The "
+            "other tools work. Turning AGENT_EXEC_NETWORK off runs commands without network."
+        )
+    return None
+
+
+def network_helper_missing() -> str | None:
+    """Why sandboxed commands could never have network here, found without trying one."""
+    if shutil.which("slirp4netns") is None:
+        return f"slirp4netns is not installed: {HELPER_HINT}"
+    return None
+
+
+def out_of_reach(folder: Path, uid: int) -> Path | None:
+    """The first folder on the way to `folder` (or `folder` itself) that the account
+    `uid` (its group `uid`, no others) may not pass through, or None: bubblewrap, started
+    as that account, must reach the folder it binds. Permission bits only; no ACLs."""
+    for path in (*reversed(folder.parents), folder):
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            return None  # the site makes it when it is needed
+        except OSError:
+            return path
+        if info.st_uid == uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid == uid:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return path
+    return None
 
 
 @functools.cache
-def _probe() -> Sandbox | str:
+def _probe(host_uid: int) -> Sandbox | str:
     """Find bubblewrap and prlimit and run one command through them, once per process."""
     bwrap, prlimit = shutil.which("bwrap"), shutil.which("prlimit")
     if bwrap is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
-    if prlimit is None or not _visible_inside(Path(prlimit)):
+    if prlimit is None or not visible_inside(Path(prlimit)):
         return "prlimit (util-linux) is not installed under /usr"
     as_root = os.geteuid() == 0
-    cgroups = find_parent()
-    if as_root and cgroups is None:
+    setpriv = shutil.which("setpriv") if as_root else None
+    if as_root and (setpriv is None or not visible_inside(Path(setpriv))):
         return (
-            "the site runs as root, where the kernel does not apply the process limit, and "
-            "it cannot make a cgroup with one here: run the site as an ordinary user"
+            "the site runs as root, and setpriv (util-linux), which starts the sandbox as "
+            "an account of its own, is not installed under /usr"
         )
-    sandbox = Sandbox(bwrap=bwrap, prlimit=prlimit, cgroups=cgroups, as_root=as_root)
-    problem = _try(sandbox)
+    slirp4netns = shutil.which("slirp4netns")
+    sandbox = Sandbox(
+        bwrap=bwrap,
+        # Where the sandboxes see them: a link to one may be elsewhere.
+        prlimit=str(Path(prlimit).resolve()),
+        cgroups=find_parent(),
+        as_root=as_root,
+        setpriv=str(Path(setpriv).resolve()) if setpriv is not None else None,
+        slirp4netns=slirp4netns,
+    )
+    problem = _try(sandbox, Limits(host_uid=host_uid))
     if problem:
         return f"bubblewrap does not work here ({problem})"
     logger.info("exec runs in a bubblewrap sandbox (%s)", bwrap)
     return sandbox
 
 
-def _try(sandbox: Sandbox) -> str | None:
+@functools.cache
+def _probe_network(sandbox: Sandbox, host_uid: int) -> str | None:
+    """Why `sandbox` cannot have a network (tried once per process), or None."""
+    limits = Limits(host_uid=host_uid, network=True)
+    try:
+        sandbox.helper(limits)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    problem = _try(sandbox, limits)
+    if problem:
+        return f"a sandbox could not have a network here: {problem}"
+    logger.info("sandboxed commands may have a network, through %s", sandbox.slirp4netns)
+    return None
+
+
+def _try(sandbox: Sandbox, limits: Limits) -> str | None:
     """Run one command in the sandbox; what went wrong, if anything."""
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory(dir="/tmp" if sandbox.as_root else None) as folder:
         root = Path(folder).resolve()
+        uid = sandbox.host_uid(limits)
+        if uid is not None:
+            os.chown(root, uid, uid)
         try:
             launch = sandbox.prepare(
-                "test -w .", workspace=root, cwd=root, cpu_seconds=5, limits=Limits(), env={}
+                "test -w .", workspace=root, cwd=root, cpu_seconds=5, limits=limits, env={}
             )
         except OSError as exc:
             return str(exc)
         try:
-            done = subprocess.run(
-                launch.argv,
-                pass_fds=launch.pass_fds,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env={"PATH": PATH},
-                timeout=PROBE_SECONDS,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return str(exc)
+            return _run_trial(launch)
         finally:
             launch.close()
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def _run_trial(launch: Launch) -> str | None:
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            pass_fds=launch.pass_fds,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={"PATH": PATH},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return str(exc)
+    launch.spawned()
+    try:
+        if launch.network is not None:
+            launch.network.attach()
+        _, err = proc.communicate(timeout=PROBE_SECONDS)
+    except (NetworkSetupFailed, subprocess.TimeoutExpired) as exc:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        return _last_line(err) or str(exc)
+    if proc.returncode != 0:
+        return _last_line(err) or f"exit status {proc.returncode}"
     return None
 
 
-def _visible_inside(path: Path) -> bool:
-    real = path.resolve()
-    return real.is_relative_to("/usr") or real.parent.name in _SYSTEM_DIRS
-
-
-def _system_dirs() -> list[str]:
-    """`/bin`, `/lib`…: links into /usr on a merged-/usr system, read-only copies otherwise."""
-    args: list[str] = []
-    for name in _SYSTEM_DIRS:
-        path = Path("/", name)
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), str(path)]
-    return args
-
-
-def _etc_files() -> list[str]:
-    args: list[str] = []
-    for name in _ETC:
-        path = f"/etc/{name}"
-        args += ["--ro-bind-try", path, path]
-    return args
-
-
-def _data_fd(text: str) -> int:
-    """A pipe's read end holding `text`; bwrap copies it into a file of the sandbox."""
-    read, write = os.pipe()
-    try:
-        os.write(write, text.encode())
-    finally:
-        os.close(write)
-    return read
+def _last_line(data: bytes) -> str:
+    lines = data.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def _join(cgroup: Cgroup | None, argv: list[str]) -> list[str]:
     """Prefix `argv` with a shell that moves itself into `cgroup`, then becomes `argv`.
 
-    Joining before bwrap starts means every process of the sandbox is born inside it.
+    Joining before bwrap starts means every process of the sandbox is born inside it (and,
+    as root, before it becomes the sandbox's account, which may not write there).
     """
     if cgroup is None:
         return argv

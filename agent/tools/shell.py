@@ -2,7 +2,8 @@
 that kills every process it started, and capped output.
 
 With the workspace restriction on (the default), commands run in the bubblewrap sandbox
-of `agent.tools.sandbox`, and `exec` refuses to run at all where there is none. With it
+of `agent.tools.sandbox`, and `exec` refuses to run at all where there is none (or, when
+commands may use the network, where the sandbox cannot have a network of its own). With it
 off, they run on the host as the server's user, without its secrets in their environment.
 """
 
@@ -13,13 +14,24 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.guards import AddressGuard, Workspace, cap_output, check_command, cut_note
-from agent.tools.sandbox import INSTALL_HINT, Launch, Limits, SandboxUnavailable, find_sandbox
+from agent.tools.guards.folders import hand_over
+from agent.tools.sandbox import (
+    INSTALL_HINT,
+    Launch,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    find_sandbox,
+    network_problem,
+    out_of_reach,
+)
+from agent.tools.sandbox_net import HELPER_HINT, NetworkSetupFailed
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +115,31 @@ def _signal_note(code: int) -> str:
     return f" (killed by {name})"
 
 
+async def _last_words(proc: asyncio.subprocess.Process) -> str:
+    """The last line a killed sandbox wrote to its standard error (bwrap's own complaint)."""
+    err = b""
+    with contextlib.suppress(TimeoutError):
+        _, err = await asyncio.wait_for(proc.communicate(), _REAP_TIMEOUT)
+    lines = err.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+async def _attach(proc: asyncio.subprocess.Process, attach: Callable[[], None]) -> str | None:
+    """Run `attach` (the sandbox's network set-up) while bwrap holds the command; what went
+    wrong, if anything. On any failure the sandbox is killed before its hold can end."""
+    try:
+        await asyncio.to_thread(attach)
+    except NetworkSetupFailed as exc:
+        logger.error("could not set up a sandbox's network: %s", exc)
+        _kill_group(proc.pid)
+        return str(exc)
+    except BaseException:
+        _kill_group(proc.pid)
+        await _reap(proc)
+        raise
+    return None
+
+
 class ExecTool(Tool):
     name = "exec"
     time_limit = None  # each command has its own timeout, and its processes die with it
@@ -139,7 +176,10 @@ class ExecTool(Tool):
         if not workspace.restrict:
             self.description += " Commands run on the host, outside any sandbox."
         elif self.limits.network:
-            self.description += " Commands run in a sandbox; the network is available."
+            self.description += (
+                " Commands run in a sandbox that reaches the internet, but not this server, "
+                "its services or its private network."
+            )
         else:
             self.description += " Commands run in a sandbox without network access."
         self.parameters = {
@@ -183,15 +223,8 @@ class ExecTool(Tool):
         timeout = max(1, min(int(requested), self.max_timeout))
         if not fence.restrict:
             return await self._run(["/bin/sh", "-c", command], timeout, cwd=cwd, env=self.env)
-        try:
-            sandbox = await asyncio.to_thread(find_sandbox)
-        except SandboxUnavailable as exc:
-            logger.warning("exec refused: no sandbox: %s", exc)
-            raise ToolError(
-                f"exec is disabled on this server: it has no sandbox to run commands in "
-                f"({exc}). The file tools still work. An administrator can {INSTALL_HINT}, "
-                "or turn AGENT_RESTRICT_TO_WORKSPACE off to run commands unfenced."
-            ) from None
+        sandbox = await self._sandbox()
+        await asyncio.to_thread(self._make_reachable, sandbox, fence.root)
         try:
             launch = sandbox.prepare(
                 command,
@@ -212,12 +245,58 @@ class ExecTool(Tool):
                 timeout,
                 env={"PATH": os.defpath},
                 cwd=Path("/"),
-                pass_fds=launch.pass_fds,
+                launch=launch,
             )
         finally:
             # Its cgroup can only go once the sandbox's last processes are reaped, a few
             # milliseconds after the command's own end: the answer need not wait for that.
             _release_later(launch)
+
+    async def _sandbox(self) -> Sandbox:
+        """The sandbox to run in; ToolError saying why when there is none (with network,
+        none that can have a network of its own)."""
+        uid = self.limits.host_uid
+        try:
+            sandbox = await asyncio.to_thread(find_sandbox, host_uid=uid)
+        except SandboxUnavailable as exc:
+            logger.warning("exec refused: no sandbox: %s", exc)
+            raise ToolError(
+                f"exec is disabled on this server: it has no sandbox to run commands in "
+                f"({exc}). The file tools still work. An administrator can {INSTALL_HINT}, "
+                "or turn AGENT_RESTRICT_TO_WORKSPACE off to run commands unfenced."
+            ) from None
+        problem = (
+            await asyncio.to_thread(network_problem, host_uid=uid) if self.limits.network else None
+        )
+        if problem is not None:
+            logger.warning("exec refused: no network for its sandbox: %s", problem)
+            raise ToolError(
+                f"exec is disabled on this server: commands may use the network here, but "
+                f"their sandbox cannot have a network of its own ({problem}), and they never "
+                "get the server's. The file tools still work. An administrator can "
+                f"{HELPER_HINT}, or turn AGENT_EXEC_NETWORK off to run commands without network."
+            )
+        return sandbox
+
+    def _make_reachable(self, sandbox: Sandbox, folder: Path) -> None:
+        """As root, the folder the command works in becomes the sandbox account's (once, a
+        folder made by the site or an older version), and must be one it can reach."""
+        uid = sandbox.host_uid(self.limits)
+        if uid is None:
+            return
+        blocked = out_of_reach(folder.parent, uid)
+        if blocked is not None:
+            raise ToolError(
+                f"exec cannot run here: its sandbox runs as uid {uid}, which may not pass "
+                f"through {blocked} to reach the workspace. An administrator can move "
+                f"AGENT_WORKSPACE to a folder that others may pass through, or let them "
+                f"pass (chmod o+x {blocked})."
+            )
+        try:
+            hand_over(folder, uid)
+        except OSError as exc:
+            logger.error("could not hand %s to uid %d: %s", folder, uid, exc)
+            raise ToolError(f"could not set up the sandbox for this command: {exc}") from None
 
     def _working_dir(self, fence: Workspace, working_dir: str | None) -> Path:
         if not working_dir:
@@ -236,7 +315,7 @@ class ExecTool(Tool):
         *,
         env: Mapping[str, str] | None,
         cwd: Path | None = None,
-        pass_fds: tuple[int, ...] = (),
+        launch: Launch | None = None,
     ) -> str:
         keep = max(self.output_limit // 2, 1)
         stdout, stderr = _HeadTail(keep), _HeadTail(keep)
@@ -248,7 +327,7 @@ class ExecTool(Tool):
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd,
                 env=env,
-                pass_fds=pass_fds,
+                pass_fds=launch.pass_fds if launch is not None else (),
                 start_new_session=True,
             )
         )
@@ -262,6 +341,16 @@ class ExecTool(Tool):
             _kill_group(proc.pid)
             await _reap(proc)
             raise
+        finally:
+            if launch is not None:
+                launch.spawned()
+        network = launch.network if launch is not None else None
+        if network is not None:
+            failure = await _attach(proc, network.attach)
+            if failure is not None:
+                said = await _last_words(proc)
+                detail = f" ({said})" if said else ""
+                return f"Error: could not set up the network of the sandbox: {failure}{detail}"
 
         async def communicate() -> int:
             await asyncio.gather(_pump(proc.stdout, stdout), _pump(proc.stderr, stderr))

@@ -46,6 +46,7 @@ def _shape(conf: AgentSettings) -> tuple[Any, ...]:
         conf.exec_max_processes,
         conf.exec_memory_mb,
         conf.exec_network,
+        conf.exec_uid,
         conf.web_allow_private,
         conf.web_timeout,
         conf.brave_api_key,
@@ -78,6 +79,7 @@ def _built_in(conf: AgentSettings) -> ToolRegistry:
             max_processes=conf.exec_max_processes,
             memory_mb=conf.exec_memory_mb,
             network=conf.exec_network,
+            host_uid=conf.exec_uid,
         ),
         web=WebSettings(
             allow_private=conf.web_allow_private,

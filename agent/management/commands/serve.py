@@ -96,7 +96,10 @@ class Command(BriefChecks, BaseCommand):
         require_migrated()
         check_reachable_names(host)
         check_port_free(host, port)
-        warning = startup_warning(restrict=agent_settings().restrict_to_workspace)
+        conf = agent_settings()
+        warning = startup_warning(
+            restrict=conf.restrict_to_workspace, network=conf.exec_network, host_uid=conf.exec_uid
+        )
         if warning:
             self.stderr.write(warning)
         commands = {

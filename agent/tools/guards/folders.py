@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import shutil
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -73,6 +75,12 @@ def make_user_folder(workspace: Path, username: str | None) -> Path:
     root): a turn must not work in a folder that is not where it looks."""
     folder = _checked(user_folder(workspace, username))
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        # The account a root site runs `exec` as reaches its folder through `users/`: it
+        # may pass through it, not list it.
+        mode = folder.parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.parent.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
     return _checked(folder)
 
 
@@ -111,3 +119,35 @@ def retire_user_folder(workspace: Path, username: str, *, reason: str = "deleted
     shutil.move(source, target)
     logger.info("the folder %s (%s) is kept as %s", source, reason, target)
     return target
+
+
+def hand_over(folder: Path, uid: int) -> int:
+    """Make `folder` and everything in it the account `uid`'s (group `uid`), when the
+    folder itself is not yet: a site running as root runs `exec` as that account, which
+    must be able to change what the site or an older version made there as root. How many
+    entries changed.
+
+    Walked by descriptors without following a link anywhere (a link is changed itself),
+    never into another file system; a file with other names keeps its owner, since they may
+    be outside the folder."""
+    top = os.stat(folder, follow_symlinks=False)
+    if top.st_uid == uid or not stat.S_ISDIR(top.st_mode):
+        return 0
+    changed = 0
+    for _, dirs, files, dir_fd in os.fwalk(folder, topdown=True, follow_symlinks=False):
+        for name in [*dirs, *files]:
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if info.st_dev != top.st_dev:
+                dirs[:] = [d for d in dirs if d != name]
+                continue
+            if info.st_uid == uid or (not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1):
+                continue
+            os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+            changed += 1
+    # The folder itself last: one walk cut short is walked again the next time.
+    os.chown(folder, uid, uid, follow_symlinks=False)
+    logger.info("%s now belongs to uid %d (%d entries in it changed)", folder, uid, changed)
+    return changed + 1

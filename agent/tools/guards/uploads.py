@@ -121,6 +121,8 @@ def _uploads_dir(workspace: Path, username: str, *, create: bool) -> Iterator[in
             uploads_fd = _open_dir(UPLOADS, folder_fd)
         except FileNotFoundError:
             uploads_fd = None
+        if create and uploads_fd is not None:
+            openat.adopt(uploads_fd, folder_fd)
     finally:
         os.close(folder_fd)
     try:

@@ -1,0 +1,451 @@
+"""`exec` with the network on (`AGENT_EXEC_NETWORK`): the sandbox reaches the internet, and
+nothing of the host, its networks or its cloud. Real bubblewrap and slirp4netns; as root, a
+small "internet" of the test's own (a network namespace with a public address, routed from
+the host) to reach."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.checks import exec_problems
+from agent.tools import Limits, ToolContext
+from agent.tools import sandbox as sandbox_module
+from agent.tools.guards import Workspace
+from agent.tools.netrules import host_addresses
+from agent.tools.shell import ExecTool
+from tests.internet_host import PAGE
+from tests.test_security_exec import RUNUSER, SYSTEM_PYTHON, WHY_NOT_AS_NOBODY
+from tests.test_tools_exec import host_processes, sleeper
+
+ROOT = Path(__file__).resolve().parent.parent
+IP = shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
+UNSHARE = shutil.which("unshare", path="/usr/bin:/bin")
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/python3").exists(), reason="needs the system's python3"
+)
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0 or IP is None,
+    reason="a network namespace for the test's own internet host needs root and iproute2",
+)
+OUTSIDE_A_TURN = ToolContext.detached()
+NAME = "web.internet.test"
+
+# Run inside the sandbox: tries each HOST:PORT and says how it went and how long it took.
+REACH = """
+import json, socket, sys, time
+found = {}
+for target in sys.argv[1:]:
+    host, _, port = target.rpartition(":")
+    started = time.monotonic()
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        outcome = "connected"
+    except OSError as exc:
+        outcome = f"{type(exc).__name__}: {exc.strerror or exc}"
+    found[target] = [outcome, round(time.monotonic() - started, 2)]
+print(json.dumps(found))
+"""
+FETCH = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read())"
+
+
+@pytest.fixture(autouse=True)
+def _network_for_sandboxes() -> None:
+    """Skips where the machine lacks what a sandbox's network needs; where it has it, the
+    network must work."""
+    missing = sandbox_module.network_helper_missing()
+    if missing is not None or not Path("/dev/net/tun").exists():
+        pytest.skip(f"no sandbox can have a network here: {missing or 'no /dev/net/tun'}")
+    assert sandbox_module.network_problem() is None
+
+
+@pytest.fixture
+def networked(workspace: Path) -> ExecTool:
+    (workspace / "reach.py").write_text(REACH)
+    (workspace / "fetch.py").write_text(FETCH)
+    return ExecTool(Workspace(workspace), timeout=30, limits=Limits(network=True), env={})
+
+
+async def reach(tool: ExecTool, targets: list[str]) -> dict[str, tuple[str, float]]:
+    result = await tool.execute(OUTSIDE_A_TURN, command=f"python3 reach.py {' '.join(targets)}")
+    assert result.endswith("Exit code: 0"), result
+    return {
+        target: (outcome, took)
+        for target, (outcome, took) in json.loads(result.splitlines()[0]).items()
+    }
+
+
+def refused_at_once(found: dict[str, tuple[str, float]]) -> dict[str, tuple[str, float]]:
+    """The targets that were reached, or that took long to fail (a hang, not a refusal)."""
+    return {
+        target: (outcome, took)
+        for target, (outcome, took) in found.items()
+        if outcome == "connected" or took > 2.0
+    }
+
+
+@pytest.fixture
+def host_listeners() -> Iterator[tuple[int, int]]:
+    """A TCP port listening on the host's loopback, and one on all its addresses (IPv4
+    and IPv6)."""
+    with socket.socket() as loopback, socket.socket(socket.AF_INET6) as everywhere:
+        loopback.bind(("127.0.0.1", 0))
+        everywhere.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        everywhere.bind(("::", 0))
+        for listener in (loopback, everywhere):
+            listener.listen()
+        yield loopback.getsockname()[1], everywhere.getsockname()[1]
+
+
+def connects_from_the_host(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+async def test_the_hosts_loopback_services_are_out_of_reach(
+    networked: ExecTool, host_listeners: tuple[int, int]
+) -> None:
+    loopback, everywhere = host_listeners
+    services = [f"127.0.0.1:{loopback}", f"127.0.0.1:{everywhere}", "127.0.0.1:6379"]
+    services += ["127.0.0.1:5432", f"[::ffff:127.0.0.1]:{loopback}", f"[::1]:{everywhere}"]
+    assert connects_from_the_host("127.0.0.1", loopback)
+    found = await reach(networked, services)
+    assert refused_at_once(found) == {}
+    assert all("refused" in outcome for outcome, _ in found.values()), found  # its own loopback
+
+
+def host_ipv6_addresses() -> set[ipaddress.IPv6Address]:
+    """This host's own global and unique-local IPv6 addresses."""
+    found = set()
+    for line in Path("/proc/net/if_inet6").read_text().splitlines():
+        address = ipaddress.IPv6Address(int(line.split()[0], 16))
+        if not (address.is_link_local or address.is_loopback):
+            found.add(address)
+    return found
+
+
+async def test_private_link_local_metadata_and_the_hosts_own_addresses_are_refused_at_once(
+    networked: ExecTool, host_listeners: tuple[int, int]
+) -> None:
+    _, everywhere = host_listeners
+    own = [a for a in host_addresses() if not a.is_loopback] + sorted(host_ipv6_addresses())
+    targets = [f"[{address}]:{everywhere}" for address in own]
+    assert all(connects_from_the_host(str(address), everywhere) for address in own)
+    targets += [
+        "10.0.2.2:80",  # slirp4netns's gateway, which is the host
+        "10.0.2.3:80",  # its resolver, on any port but DNS's
+        "10.0.2.3:5432",
+        "10.1.2.3:80",
+        "172.16.0.1:80",
+        "192.168.1.1:80",
+        "100.64.0.1:80",  # carrier-grade NAT
+        "169.254.169.254:80",  # cloud metadata
+        "168.63.129.16:80",  # Azure's platform endpoint
+        "[fd00:ec2::254]:80",  # AWS's metadata over IPv6
+        "[2606:4700:4700::1111]:80",  # the sandbox has no IPv6 at all
+        "224.0.0.1:80",
+    ]
+    found = await reach(networked, targets)
+    assert refused_at_once(found) == {}
+    assert all("Permission denied" in outcome for outcome, _ in found.values()), found
+
+
+async def test_the_command_has_no_power_over_its_network(networked: ExecTool) -> None:
+    result = await networked.execute(
+        OUTSIDE_A_TURN,
+        command="ip rule; ip rule del pref 1002 && echo DELETED; ip route flush table main "
+        "&& echo FLUSHED; unshare -U -r true && echo USERNS; grep ^Cap /proc/self/status",
+    )
+    assert "10.0.0.0/8 prohibit" in result and "169.254.0.0/16 prohibit" in result
+    assert "DELETED" not in result and "FLUSHED" not in result and "USERNS" not in result
+    assert result.count("Operation not permitted") >= 2
+    caps = [line.split()[1] for line in result.splitlines() if line.startswith("Cap")]
+    assert caps == ["0000000000000000"] * 5
+
+
+@pytest.mark.skipif(WHY_NOT_AS_NOBODY is not None, reason=str(WHY_NOT_AS_NOBODY))
+def test_as_an_ordinary_user_the_network_is_fenced_the_same(
+    tmp_path: Path, host_listeners: tuple[int, int]
+) -> None:
+    """A site run as an ordinary user starts the helper as itself, without a sandbox of
+    its own around it; what the command may reach is the same."""
+    loopback, everywhere = host_listeners
+    workspace = tmp_path / "nobody-ws"
+    workspace.mkdir()
+    (workspace / "reach.py").write_text(REACH)
+    shutil.chown(workspace, user="nobody")
+    own = next(str(a) for a in sorted(host_addresses()) if not a.is_loopback)
+    targets = [f"127.0.0.1:{loopback}", "10.0.2.2:80", "169.254.169.254:80", f"{own}:{everywhere}"]
+    script = (
+        "import asyncio\n"
+        "from agent.tools.guards import Workspace\n"
+        "from agent.tools import ExecTool, Limits, ToolContext\n"
+        f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=20, limits=Limits(network=True), env={{}})\n"
+        f"command = 'ip rule; python3 reach.py {' '.join(targets)}'\n"
+        "print(asyncio.run(tool.execute(ToolContext.detached(), command=command)))\n"
+    )
+    site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    done = subprocess.run(
+        [str(RUNUSER), "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", script],
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPATH": f"{ROOT}:{site_packages}"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "169.254.0.0/16 prohibit" in done.stdout, done.stdout
+    found = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert refused_at_once({t: (o, took) for t, (o, took) in found.items()}) == {}
+    assert "refused" in found[f"127.0.0.1:{loopback}"][0]
+
+
+@dataclass(frozen=True)
+class Internet:
+    address: str  # the internet host's, public
+    host_address: str  # a public address of this host's own interface towards it
+
+
+def ip(*args: str) -> subprocess.CompletedProcess[str]:
+    assert IP is not None
+    return subprocess.run([IP, *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def internet() -> Iterator[Internet]:
+    """A host with a public address in a network namespace of its own, routed from this
+    host through a veth pair, serving HTTP and DNS (`tests/internet_host.py`). This host's
+    side of the pair has a public address too: one of the host's own."""
+    tag = os.getpid()
+    assert IP is not None
+    namespace, outer, inner = f"agentsite-inet-{tag}", f"agi{tag}o", f"agi{tag}i"
+    server: subprocess.Popen[str] | None = None
+    assert ip("netns", "add", namespace).returncode == 0
+    try:
+        assert (
+            ip(
+                "link", "add", outer, "type", "veth", "peer", "name", inner, "netns", namespace
+            ).returncode
+            == 0
+        )
+        assert ip("link", "set", outer, "up").returncode == 0
+        # Another run of the suite may hold one of these addresses: the route says so.
+        for last in (*range(4 + tag % 200, 254), *range(4, 4 + tag % 200)):
+            address, own = f"1.2.3.{last}", f"1.2.4.{last}"
+            if ip("route", "add", f"{address}/32", "dev", outer).returncode == 0:
+                break
+        else:
+            pytest.fail("no free address for the test's internet host")
+        assert ip("addr", "add", f"{own}/32", "dev", outer).returncode == 0
+        for step in (
+            ("addr", "add", f"{address}/32", "dev", inner),
+            ("link", "set", "lo", "up"),
+            ("link", "set", inner, "up"),
+            ("route", "add", "default", "dev", inner),
+        ):
+            assert ip("-n", namespace, *step).returncode == 0, step
+        server = subprocess.Popen(
+            [
+                IP,
+                "netns",
+                "exec",
+                namespace,
+                sys.executable,
+                str(ROOT / "tests" / "internet_host.py"),
+                address,
+                NAME,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        yield Internet(address, own)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        ip("netns", "del", namespace)  # the pair goes with it, and its routes and addresses
+
+
+@AS_ROOT
+async def test_a_public_host_is_reachable_but_not_the_hosts_own_public_address(
+    networked: ExecTool, internet: Internet, host_listeners: tuple[int, int]
+) -> None:
+    _, everywhere = host_listeners
+    assert connects_from_the_host(internet.host_address, everywhere)
+    found = await reach(
+        networked, [f"{internet.address}:80", f"{internet.host_address}:{everywhere}"]
+    )
+    assert found[f"{internet.address}:80"][0] == "connected"
+    assert "Permission denied" in found[f"{internet.host_address}:{everywhere}"][0]
+    page = await networked.execute(
+        OUTSIDE_A_TURN, command=f"python3 fetch.py http://{internet.address}/"
+    )
+    assert repr(PAGE) in page
+
+
+@AS_ROOT
+def test_names_resolve_through_the_helpers_resolver(
+    workspace: Path, internet: Internet, tmp_path: Path
+) -> None:
+    """The sandbox asks slirp4netns (10.0.2.3), which asks the host's name server: here the
+    internet host's, named in a resolv.conf of a mount namespace of the test's own."""
+    assert UNSHARE is not None and IP is not None
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text(f"nameserver {internet.address}\n")
+    (workspace / "fetch.py").write_text(FETCH)
+    script = (
+        "import asyncio\n"
+        "from agent.tools.guards import Workspace\n"
+        "from agent.tools import ExecTool, Limits, ToolContext\n"
+        f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=30, limits=Limits(network=True), env={{}})\n"
+        f"command = 'cat /etc/resolv.conf; getent hosts {NAME}; python3 fetch.py http://{NAME}/'\n"
+        "print(asyncio.run(tool.execute(ToolContext.detached(), command=command)))\n"
+    )
+    done = subprocess.run(
+        [
+            UNSHARE,
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$1" -c "$2"',
+            str(resolv),
+            sys.executable,
+            script,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nameserver 10.0.2.3" in done.stdout  # the sandbox's own resolv.conf
+    assert [internet.address, NAME] in [line.split() for line in done.stdout.splitlines()]
+    assert repr(PAGE) in done.stdout
+    assert done.stdout.rstrip().endswith("Exit code: 0")
+
+
+def helper_processes() -> list[int]:
+    """The slirp4netns processes this process started, found from the host."""
+    found = []
+    for pid in host_processes("slirp4netns"):
+        parent = pid
+        while parent > 1:
+            try:
+                status = Path(f"/proc/{parent}/status").read_text()
+            except OSError:
+                break
+            parent = int(
+                next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1]
+            )
+            if parent == os.getpid():
+                found.append(pid)
+                break
+    return [
+        pid
+        for pid in found
+        if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/usr/bin/slirp4netns")
+    ]
+
+
+def status_of(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+async def test_the_helper_runs_confined_and_ends_with_the_command(networked: ExecTool) -> None:
+    task = asyncio.create_task(
+        networked.execute(OUTSIDE_A_TURN, command=f"{sleeper(3)}; echo done")
+    )
+    deadline = time.monotonic() + 10
+    while not (helpers := helper_processes()):
+        assert time.monotonic() < deadline and not task.done(), "no slirp4netns seen"
+        await asyncio.sleep(0.02)
+    status = status_of(helpers[0])
+    assert status["Seccomp"] == "2" and status["NoNewPrivs"] == "1"
+    assert status["CapEff"] == "0000000000000000"
+    if os.geteuid() == 0:
+        assert status["Uid"].split() == [str(Limits().host_uid)] * 4
+        assert status["Gid"].split() == [str(Limits().host_uid)] * 4
+        # A file system of its own: /usr, and of /etc what it reads, nothing else.
+        seen = Path(f"/proc/{helpers[0]}/root")
+        assert os.readlink(f"/proc/{helpers[0]}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        assert set(os.listdir(seen / "etc")) <= {
+            "resolv.conf",
+            "ld.so.cache",
+            "ld.so.conf",
+            "ld.so.conf.d",
+        }
+        assert not {"home", "root", "srv", "var", ROOT.parts[1]} & set(os.listdir(seen))
+    assert (await task).endswith("done\nExit code: 0")
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() for pid in helpers):
+        assert time.monotonic() < deadline, "slirp4netns outlived its command"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def no_helper(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A machine with bubblewrap and util-linux but without slirp4netns."""
+    tools = tmp_path / "bin-without-slirp4netns"
+    tools.mkdir()
+    for name in ("bwrap", "prlimit", "setpriv"):
+        found = shutil.which(name)
+        if found is not None:
+            (tools / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    sandbox_module._probe.cache_clear()
+    sandbox_module._probe_network.cache_clear()
+    yield
+    sandbox_module._probe.cache_clear()
+    sandbox_module._probe_network.cache_clear()
+
+
+async def test_without_the_helper_commands_with_network_are_refused_plainly(
+    no_helper: None, workspace: Path
+) -> None:
+    tool = ExecTool(Workspace(workspace), timeout=5, limits=Limits(network=True), env={})
+    registry_result = await _exec(tool, "touch ran.txt")
+    assert registry_result.startswith("Error: exec is disabled on this server")
+    assert "slirp4netns" in registry_result and "AGENT_EXEC_NETWORK" in registry_result
+    assert not (workspace / "ran.txt").exists()  # not run at all, with or without a network
+    offline = ExecTool(Workspace(workspace), timeout=5, limits=Limits(), env={})
+    assert (await _exec(offline, "echo offline")).startswith("offline")
+
+
+def test_without_the_helper_the_site_says_so_at_start_up(no_helper: None, settings) -> None:
+    warning = sandbox_module.startup_warning(restrict=True, network=True) or ""
+    assert warning.startswith("exec is disabled: AGENT_EXEC_NETWORK is on")
+    assert "apt install slirp4netns" in warning
+    assert sandbox_module.startup_warning(restrict=True, network=False) is None
+    settings.AGENT_EXEC_NETWORK = True
+    assert any("slirp4netns" in problem for problem in exec_problems())
+    settings.AGENT_EXEC_NETWORK = False
+    assert not any("slirp4netns" in problem for problem in exec_problems())
+
+
+async def _exec(tool: ExecTool, command: str) -> str:
+    from agent.tools import ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register(tool)
+    return await registry.execute("exec", {"command": command})
