@@ -101,13 +101,14 @@ def exec_problems() -> list[str]:
     if not conf.restrict_to_workspace:
         return []
     from agent.tools.sandbox import network_helper_missing, out_of_reach
+    from agent.tools.sandbox_net import HELPER_HINT
 
     problems = []
-    missing = network_helper_missing() if conf.exec_network else None
-    if missing is not None:
+    if conf.exec_network and network_helper_missing() is not None:
         problems.append(
-            f"AGENT_EXEC_NETWORK is on, but {missing}; without it exec refuses every command "
-            "rather than give it the server's network. Install it, or turn AGENT_EXEC_NETWORK off"
+            "AGENT_EXEC_NETWORK is on, but slirp4netns is not installed, so exec refuses every "
+            f"command rather than give it the server's network: {HELPER_HINT}, or turn "
+            "AGENT_EXEC_NETWORK off"
         )
     blocked = out_of_reach(conf.workspace, conf.exec_uid) if os.geteuid() == 0 else None
     if blocked is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import environ
 import pytest
 
+from agent.checks import exec_problems
 from agent.conf import SETTINGS, read_settings
 from agent.tools import Limits, ToolContext, ToolRegistry, build_registry
 from agent.tools import shell as shell_module
@@ -133,7 +134,7 @@ async def test_the_sandbox_account_is_a_setting(workspace: Path) -> None:
 
 
 async def test_exec_refuses_plainly_where_its_account_cannot_reach_the_workspace(
-    tmp_path: Path,
+    tmp_path: Path, settings
 ) -> None:
     closed = tmp_path / "closed"
     (closed / "workspace").mkdir(parents=True)
@@ -145,6 +146,10 @@ async def test_exec_refuses_plainly_where_its_account_cannot_reach_the_workspace
     assert result.startswith(f"Error: exec cannot run here: its sandbox runs as uid {HOST_UID}")
     assert f"chmod o+x {closed}" in result
     assert not (closed / "workspace/ran.txt").exists()
+    settings.AGENT_WORKSPACE = closed / "workspace"
+    assert [f"chmod o+x {closed}" in problem for problem in exec_problems()] == [True]
+    closed.chmod(0o711)
+    assert exec_problems() == []
 
 
 @pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="the bomb is the system's python3")

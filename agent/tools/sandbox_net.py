@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from agent.processes import alive
 from agent.tools import netrules
 
 logger = logging.getLogger(__name__)
@@ -147,13 +148,19 @@ class SandboxNetwork:
                 raise NetworkSetupFailed(str(exc)) from exc
 
     def _attach(self, deadline: float) -> None:
-        netns, userns = self._namespaces(self._info(deadline))
+        info = self._info(deadline)
+        netns, userns = self._namespaces(info)
         try:
             link = self._netlink(userns, netns, deadline)
             try:
                 # slirp4netns brings the loopback up too: before bwrap has, that makes
                 # bwrap's own set-up of it fail.
-                _wait_for(lambda: netrules.loopback_is_up(link), deadline, "the sandbox")
+                pid = int(info["child-pid"])
+                _wait_for(
+                    lambda: netrules.loopback_is_up(link) or not alive(pid), deadline, "the sandbox"
+                )
+                if not alive(pid):
+                    raise NetworkSetupFailed("the sandbox ended before its network was set up")
                 self._start_helper(userns, netns)
             except BaseException:
                 link.close()
@@ -178,12 +185,13 @@ class SandboxNetwork:
     def close(self) -> None:
         """End the helper and release everything; once the sandbox has ended."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             for fd in (self._info_read, self._block_write, self._ready_read, self._exit_write):
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            self._ready_read = self._exit_write = None
             if self._process is not None:
                 try:
                     self._process.wait(_HELPER_EXIT_WAIT)
