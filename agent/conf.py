@@ -10,6 +10,7 @@ README's settings table and a test keep the declaration and the documentation on
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -404,6 +405,12 @@ class AgentSettings:
     models: tuple[str, ...]  # the ids users may pick: `model` first, then AGENT_MODELS
     data_dir: Path
     exec_env: dict[str, str]  # the server's environment without its secrets (settings.py)
+
+    @property
+    def sandbox_uid(self) -> int | None:
+        """The host account `exec` runs as when it is not the site's own: a site running as
+        root runs its sandboxes as AGENT_EXEC_UID, and users' folders are that account's."""
+        return self.exec_uid if self.restrict_to_workspace and os.geteuid() == 0 else None
 
 
 def agent_settings() -> AgentSettings:

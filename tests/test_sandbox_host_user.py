@@ -13,16 +13,22 @@ from pathlib import Path
 
 import environ
 import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
 
 from agent.checks import exec_problems
 from agent.conf import SETTINGS, read_settings
 from agent.tools import Limits, ToolContext, ToolRegistry, build_registry
 from agent.tools import shell as shell_module
 from agent.tools.guards import Workspace
-from agent.tools.guards.folders import make_user_folder
+from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.guards.uploads import save_upload
 from agent.tools.sandbox import HOST_UID, find_sandbox
 from agent.tools.shell import ExecTool
+from agent.turn import SessionRef, run_turn
+from tests.llm_server import ScriptedLLM
 from tests.test_tools_exec import host_processes, sleeper
 
 pytestmark = pytest.mark.skipif(
@@ -103,7 +109,41 @@ async def test_a_folder_made_as_root_is_handed_over_once_without_following_links
     assert owner(workspace / "later.txt") == ROOT
 
 
-async def test_uploads_are_the_sandbox_accounts_and_exec_can_change_them(
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("agent_settings")
+async def test_a_users_folder_is_the_sandbox_accounts_from_their_first_turn(
+    llm: ScriptedLLM, workspace: Path
+) -> None:
+    user = await User.objects.acreate_user("bob", password="pw")
+    llm.tool_call("write_file", {"path": "notes/first.txt", "content": "first\n"}).reply("Kept.")
+    await run_turn(SessionRef("web:first", user), "keep a note", channel="web")
+    folder = user_folder(workspace, "bob")
+    for made in ("", "notes", "notes/first.txt"):
+        assert owner(folder / made) == SANDBOX, made
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(folder.parent.stat().st_mode) & 0o001  # users/: passable, no more
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("agent_settings")
+async def test_an_upload_is_the_sandbox_accounts_and_the_agents_commands_change_it(
+    llm: ScriptedLLM, workspace: Path
+) -> None:
+    user = await User.objects.acreate_user("ada", password="pw")
+    client = APIClient()
+    client.force_authenticate(user)
+    sent = SimpleUploadedFile("data.txt", b"1\n")
+    response = await sync_to_async(client.post)("/api/uploads", {"file": sent}, format="multipart")
+    assert response.status_code == 201, response.content
+    folder = user_folder(workspace, "ada")
+    for made in ("", "uploads", "uploads/data.txt"):
+        assert owner(folder / made) == SANDBOX, made
+    llm.tool_call("exec", {"command": "echo 2 >> uploads/data.txt"}).reply("Added.")
+    await run_turn(SessionRef("web:add", user), "add a line", channel="web")
+    assert (folder / "uploads/data.txt").read_text() == "1\n2\n"
+
+
+async def test_uploads_made_while_the_folder_was_roots_are_handed_over_with_it(
     tools: ToolRegistry, workspace: Path
 ) -> None:
     folder = make_user_folder(workspace, "ada")

@@ -257,7 +257,9 @@ class TurnRunner:
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
         owner = self.owner.get_username() if self.owner else None
         try:
-            await asyncio.to_thread(make_user_folder, self.conf.workspace, owner)
+            await asyncio.to_thread(
+                make_user_folder, self.conf.workspace, owner, sandbox_uid=self.conf.sandbox_uid
+            )
         except GuardError as exc:
             logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
             return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))

@@ -130,7 +130,9 @@ class UploadList(APIView):
     def get(self, request: Request) -> Response:
         settings = agent_settings()
         try:
-            uploads = list_uploads(settings.workspace, request.user.get_username())
+            uploads = list_uploads(
+                settings.workspace, request.user.get_username(), sandbox_uid=settings.sandbox_uid
+            )
         except UploadsUnusable:
             raise FolderUnusable() from None
         return Response(UploadEntryOut(uploads, many=True).data)
@@ -155,6 +157,7 @@ class UploadList(APIView):
                 upload.name,
                 upload.chunks(),
                 limit=settings.max_upload_bytes,
+                sandbox_uid=settings.sandbox_uid,
             )
         except UploadTooLarge as exc:
             raise TooLarge(exc.limit) from None

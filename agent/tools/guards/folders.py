@@ -67,20 +67,24 @@ def user_folder(workspace: Path, username: str | None) -> Path:
     return workspace.resolve() / USERS / name
 
 
-def make_user_folder(workspace: Path, username: str | None) -> Path:
+def make_user_folder(
+    workspace: Path, username: str | None, *, sandbox_uid: int | None = None
+) -> Path:
     """`user_folder`, checked and made if it is new (open to the server's account only).
+    With `sandbox_uid`, the account a site running as root runs commands as, the folder is
+    that account's (handed over once if it is not yet, `hand_over`), and `users/` lets it
+    pass through, not list.
 
     Raises GuardError when the folder, or `users/` itself, is a link that leads elsewhere
     (made by hand, or by an agent of an earlier version, which wrote in the workspace's
     root): a turn must not work in a folder that is not where it looks."""
     folder = _checked(user_folder(workspace, username))
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        # The account a root site runs `exec` as reaches its folder through `users/`: it
-        # may pass through it, not list it.
+    if sandbox_uid is not None:
         mode = folder.parent.stat().st_mode
         if not mode & stat.S_IXOTH:
             folder.parent.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+        hand_over(folder, sandbox_uid)
     return _checked(folder)
 
 

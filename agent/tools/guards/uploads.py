@@ -101,11 +101,14 @@ def _candidates(name: str) -> Iterator[str]:
 
 
 @contextmanager
-def _uploads_dir(workspace: Path, username: str, *, create: bool) -> Iterator[int | None]:
+def _uploads_dir(
+    workspace: Path, username: str, *, create: bool, sandbox_uid: int | None
+) -> Iterator[int | None]:
     """An open descriptor of the user's `uploads/` (None when there is none and `create` is
-    off); raises UploadsUnusable when it, or the folder, is not a plain folder."""
+    off); raises UploadsUnusable when it, or the folder, is not a plain folder. The folder
+    is `sandbox_uid`'s, when given (`make_user_folder`), and so is what is made in it."""
     try:
-        folder = make_user_folder(workspace, username)
+        folder = make_user_folder(workspace, username, sandbox_uid=sandbox_uid)
     except GuardError as exc:
         raise UploadsUnusable(str(exc)) from exc
     users_fd = _open_dir(folder.parent, None)
@@ -142,13 +145,20 @@ def _open_dir(name: str | Path, parent_fd: int | None) -> int:
 
 
 def save_upload(
-    workspace: Path, username: str, name: str, chunks: Iterable[bytes], *, limit: int
+    workspace: Path,
+    username: str,
+    name: str,
+    chunks: Iterable[bytes],
+    *,
+    limit: int,
+    sandbox_uid: int | None = None,
 ) -> StoredUpload:
     """Write `chunks` as a new file in the user's `uploads/`, under `safe_name(name)` or,
     when that is taken (by anything, a link too), the first free numbered form of it.
-    Raises UploadTooLarge past `limit` bytes, keeping nothing."""
+    Raises UploadTooLarge past `limit` bytes, keeping nothing. `sandbox_uid`: see
+    `make_user_folder`."""
     wanted = safe_name(name)
-    with _uploads_dir(workspace, username, create=True) as directory:
+    with _uploads_dir(workspace, username, create=True, sandbox_uid=sandbox_uid) as directory:
         assert directory is not None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         for candidate in _candidates(wanted):
@@ -178,10 +188,12 @@ def _write(fd: int, chunks: Iterable[bytes], limit: int) -> int:
     return size
 
 
-def list_uploads(workspace: Path, username: str) -> list[StoredUpload]:
+def list_uploads(
+    workspace: Path, username: str, *, sandbox_uid: int | None = None
+) -> list[StoredUpload]:
     """The plain files in the user's `uploads/`, newest first (at most MAX_LISTED); links
-    and folders the agent made there are left out."""
-    with _uploads_dir(workspace, username, create=False) as directory:
+    and folders the agent made there are left out. `sandbox_uid`: see `make_user_folder`."""
+    with _uploads_dir(workspace, username, create=False, sandbox_uid=sandbox_uid) as directory:
         if directory is None:
             return []
         found = []
