@@ -99,14 +99,23 @@ def refused_at_once(found: dict[str, tuple[str, float]]) -> dict[str, tuple[str,
 @pytest.fixture
 def host_listeners() -> Iterator[tuple[int, int]]:
     """A TCP port listening on the host's loopback, and one on all its addresses (IPv4
-    and IPv6)."""
-    with socket.socket() as loopback, socket.socket(socket.AF_INET6) as everywhere:
+    and, where the host has it, IPv6)."""
+    with socket.socket() as loopback, _everywhere() as everywhere:
         loopback.bind(("127.0.0.1", 0))
-        everywhere.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        everywhere.bind(("::", 0))
         for listener in (loopback, everywhere):
             listener.listen()
         yield loopback.getsockname()[1], everywhere.getsockname()[1]
+
+
+def _everywhere() -> socket.socket:
+    if not socket.has_dualstack_ipv6():
+        listener = socket.socket()
+        listener.bind(("0.0.0.0", 0))
+        return listener
+    listener = socket.socket(socket.AF_INET6)
+    listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    listener.bind(("::", 0))
+    return listener
 
 
 def connects_from_the_host(host: str, port: int) -> bool:
@@ -131,8 +140,9 @@ async def test_the_hosts_loopback_services_are_out_of_reach(
 
 def host_ipv6_addresses() -> set[ipaddress.IPv6Address]:
     """This host's own global and unique-local IPv6 addresses."""
-    found = set()
-    for line in Path("/proc/net/if_inet6").read_text().splitlines():
+    found: set[ipaddress.IPv6Address] = set()
+    table = Path("/proc/net/if_inet6")
+    for line in table.read_text().splitlines() if table.exists() else ():
         address = ipaddress.IPv6Address(int(line.split()[0], 16))
         if not (address.is_link_local or address.is_loopback):
             found.add(address)
