@@ -224,6 +224,42 @@ def test_what_a_dead_server_left_in_its_cgroups_is_killed() -> None:
         orphan.kill()
 
 
+@pytest.mark.skipif(find_parent() is None, reason="needs a cgroup this process can make (root)")
+async def test_what_outlives_a_command_in_its_cgroup_is_killed_when_it_ends(
+    tools: ToolRegistry,
+) -> None:
+    """A sandbox whose bwrap was killed in the moment before its first process tied itself
+    to bwrap's life runs on, outside the group a cancellation kills; its cgroup does not let
+    it: here a process put there by hand stands for it."""
+    parent = find_parent()
+    assert parent is not None
+    folders = set(parent.parents.values())
+    before = {child for folder in folders for child in folder.iterdir() if child.is_dir()}
+    command = asyncio.create_task(run(tools, f"{sleeper(2)}"))
+    escaped = await asyncio.create_subprocess_exec("sleep", "3081")
+    try:
+        deadline = time.monotonic() + 10
+        while not (
+            mine := {
+                child
+                for folder in folders
+                for child in folder.iterdir()
+                if child.is_dir() and child.name.startswith(f"{os.getpid()}-")
+            }
+            - before
+        ):
+            assert time.monotonic() < deadline and not command.done()
+            await asyncio.sleep(0.01)
+        for child in mine:
+            (child / "cgroup.procs").write_text(str(escaped.pid))
+        assert (await command).endswith("Exit code: 0")
+        assert await asyncio.wait_for(escaped.wait(), 5) == -signal.SIGKILL
+    finally:
+        if escaped.returncode is None:
+            escaped.kill()
+            await escaped.wait()
+
+
 async def test_a_fork_bomb_is_capped_and_cleaned_up(tools: ToolRegistry) -> None:
     # Every copy of the shell carries the command line that names it, wherever it ends up;
     # what else the host runs meanwhile (the suite's other pass, say) does not.

@@ -41,7 +41,9 @@ class Cgroup:
         return [path / "cgroup.procs" for path in self.dirs]
 
     def remove(self) -> None:
-        """Remove the cgroup once its processes are gone (they die with the sandbox)."""
+        """Remove the cgroup once its command is over, killing what still runs in it: its
+        processes die with the sandbox, but a sandbox whose bwrap was killed in the moment
+        before its first process tied itself to bwrap's life would run on."""
         deadline = time.monotonic() + _REMOVE_WAIT
         for path in self.dirs:
             while True:
@@ -54,6 +56,7 @@ class Cgroup:
                     if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                         logger.warning("could not remove cgroup %s: %s", path, exc)
                         break
+                    _kill_members(path)
                     time.sleep(0.005)
 
 
