@@ -14,8 +14,8 @@ import pytest
 
 from agent.cleantext import REPLACEMENT, clean_arguments, clean_text, clean_value
 from agent.llm import wire
-from agent.llm.client import ToolCallAssembler
 from agent.llm.error_kinds import LLMError
+from agent.llm.tool_calls import ToolCallAssembler
 from agent.tools.base import Tool, ToolContext
 from agent.tools.registry import ToolRegistry
 from tests.conftest import folder_of, make_llm

@@ -19,9 +19,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.cleantext import clean_arguments, clean_text
+from agent.cleantext import clean_text
 from agent.llm import litellm_adapter, model_table, wire
 from agent.llm.error_kinds import LLMError, classify
+from agent.llm.tool_calls import ToolCall, ToolCallAssembler, field_of
 
 if TYPE_CHECKING:
     from agent.llm.retries import RetryCallback
@@ -72,23 +73,6 @@ def needs_litellm(model: str, backend: str = "auto") -> bool:
 
 
 @dataclass(slots=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
-
-    def as_message_part(self, arguments: str | None = None) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "arguments": self.arguments if arguments is None else arguments,
-            },
-        }
-
-
-@dataclass(slots=True)
 class LLMResponse:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -96,80 +80,6 @@ class LLMResponse:
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None
     cost: float | None = None
-
-
-class ToolCallAssembler:
-    """Joins streamed tool-call fragments into whole calls.
-
-    Fragments are joined by index, as OpenAI sends them: two calls at different indexes
-    stay two calls even when they carry the same id, which `calls` then makes unique. But
-    providers differ: some omit the index, some send every call at index 0 with a fresh id.
-    A fresh id at a known index starts a new call; without an index, a fragment continues
-    the call of its id, or the last call when it has none.
-    """
-
-    def __init__(self) -> None:
-        self._calls: list[dict[str, Any]] = []
-        self._by_index: dict[int, dict[str, Any]] = {}
-        self._by_id: dict[str, dict[str, Any]] = {}
-
-    def add(self, fragment: Any) -> None:
-        index = _get(fragment, "index")
-        call_id = _get(fragment, "id") or ""
-        function = _get(fragment, "function")
-        name = _get(function, "name") or ""
-        arguments = _get(function, "arguments") or ""
-
-        call = None
-        if index is not None:
-            known = self._by_index.get(index)
-            if known is not None and not (call_id and known["id"] and known["id"] != call_id):
-                call = known
-        elif call_id:
-            call = self._by_id.get(call_id)
-        elif self._calls:
-            call = self._calls[-1]
-        if call is None:
-            call = {"id": call_id, "name": "", "arguments": ""}
-            self._calls.append(call)
-        if index is not None:
-            self._by_index[index] = call
-        if call_id:
-            call["id"] = call_id
-            self._by_id.setdefault(call_id, call)
-        if name and not call["name"].endswith(name):
-            call["name"] += name
-        call["arguments"] += arguments
-
-    def calls(self) -> list[ToolCall]:
-        """The whole calls, in order, their text cleaned (`agent.cleantext`) and each id
-        unique: the results are matched to the calls by id, here and by the provider."""
-        result = []
-        taken: set[str] = set()
-        for position, call in enumerate(self._calls):
-            if not call["name"]:
-                continue
-            call_id = clean_text(call["id"]) or f"call_{position}_{int(time.time() * 1000)}"
-            if call_id in taken:
-                call_id = _unique(call_id, taken)
-            taken.add(call_id)
-            result.append(
-                ToolCall(
-                    id=call_id,
-                    name=clean_text(call["name"]),
-                    arguments=clean_arguments(call["arguments"]),
-                )
-            )
-        return result
-
-
-def _unique(call_id: str, taken: set[str]) -> str:
-    """`call_id` with the first suffix `_2`, `_3`, ... that no other call of the answer has:
-    an underscore and digits, which the providers that check ids' characters allow."""
-    number = 2
-    while f"{call_id}_{number}" in taken:
-        number += 1
-    return f"{call_id}_{number}"
 
 
 def _cleaned(error: LLMError) -> LLMError:
@@ -180,14 +90,6 @@ def _cleaned(error: LLMError) -> LLMError:
         error.args = (clean_text(said), *error.args[1:])
     error.detail = clean_text(error.detail)
     return error
-
-
-def _get(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, dict):
-        return obj.get(key)
-    return getattr(obj, key, None)
 
 
 class LLM:
@@ -311,37 +213,37 @@ class LLM:
                     if now - pushed >= push_every:
                         deadline.reschedule(now + idle)
                         pushed = now
-                    usage = _get(chunk, "usage")
+                    usage = field_of(chunk, "usage")
                     if usage:
                         result.usage = _usage_dict(usage)
-                    choices = _get(chunk, "choices")
+                    choices = field_of(chunk, "choices")
                     if not choices:
                         continue
                     choice = choices[0]
-                    finish = _get(choice, "finish_reason")
+                    finish = field_of(choice, "finish_reason")
                     if finish:
                         result.finish_reason = finish
-                    delta = _get(choice, "delta")
+                    delta = field_of(choice, "delta")
                     if delta is None:
                         continue
                     # Each piece is cleaned (`agent.cleantext`) before anyone sees it, so
                     # that what streams joins up to exactly the text that is kept.
                     # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
                     # reasoning.
-                    piece = _get(delta, "reasoning_content") or _get(delta, "reasoning")
+                    piece = field_of(delta, "reasoning_content") or field_of(delta, "reasoning")
                     if piece and isinstance(piece, str):
                         piece = clean_text(piece)
                         reasoning.append(piece)
                         if on_reasoning is not None:
                             await on_reasoning(piece)
-                    piece = _get(delta, "content")
+                    piece = field_of(delta, "content")
                     if piece:
                         if isinstance(piece, str):
                             piece = clean_text(piece)
                         text.append(piece)
                         if on_text is not None:
                             await on_text(piece)
-                    for fragment in _get(delta, "tool_calls") or ():
+                    for fragment in field_of(delta, "tool_calls") or ():
                         assembler.add(fragment)
         except TimeoutError as exc:
             raise LLMError(
@@ -440,6 +342,6 @@ def _first_int(places: list[dict[str, Any]], keys: tuple[str, ...]) -> int | Non
 
 def _usage_dict(usage: Any) -> dict[str, int]:
     return {
-        key: int(_get(usage, key) or 0)
+        key: int(field_of(usage, key) or 0)
         for key in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
