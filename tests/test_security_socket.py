@@ -15,6 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agent.doors import chat as consumers
+from agent.doors import following
 from agent.job_functions import fail_dead_runs
 from agent.turn import on_session_deleted
 from sessions_app.models import Message, Run, Session
@@ -292,7 +293,7 @@ async def test_a_socket_queues_only_a_few_turns(llm: ScriptedLLM, token: str, se
 async def test_a_dead_turn_is_failed_by_the_sweep_and_the_chat_shows_it(
     token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(consumers, "FOLLOW_SECONDS", 0.1)
+    monkeypatch.setattr(following, "FOLLOW_SECONDS", 0.1)
     socket, _ = await open_chat("z1", token)
     await socket.disconnect()
     session = await Session.objects.aget(key="web:z1")

@@ -30,7 +30,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
-from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -39,6 +38,7 @@ from agent import failures
 from agent.doors import chat_frames
 from agent.doors.coalescer import ChunkCoalescer
 from agent.doors.credentials import Revoked
+from agent.doors.following import RunFollower
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark, StreamJoin
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
@@ -48,9 +48,7 @@ from agent.events import (
     ErrorEvent,
     Event,
     History,
-    MessageEvent,
     ModelChosen,
-    ThinkingFinished,
 )
 from agent.turn import (
     MAX_MESSAGE_CHARS,
@@ -62,7 +60,6 @@ from agent.turn import (
     budget_refusal,
     choose_session_model,
     get_or_create_session,
-    get_run,
     has_running_turn,
     history_page,
     is_command,
@@ -78,7 +75,6 @@ from agent.turn import (
     unfinished_run,
     validate_content,
 )
-from sessions_app.models import Run
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +87,6 @@ CLOSE_DELETED = 4410
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
 # Turns one socket may have started and not yet finished: one running, the rest waiting.
 MAX_PENDING_TURNS = 3
-# How often a socket looks at a turn it shows running but this process does not run.
-FOLLOW_SECONDS = 2.0
 
 # Turns keep running after their socket closes; this keeps them referenced until done.
 _turns: set[asyncio.Task[None]] = set()
@@ -102,8 +96,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_key = ""
     session_id: int | None = None
     group = ""
-    follower: asyncio.Task[None] | None = None
-    followed: str | None = None
+    follower: RunFollower | None = None
     joiner: StreamJoin | None = None
 
     async def connect(self) -> None:
@@ -159,7 +152,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.access.leave()
         if self.follower is not None:
-            self.follower.cancel()
+            self.follower.stop()
         if self.joiner is not None:
             await self.joiner.leave()
         self.session_id = None
@@ -355,8 +348,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         frame = message["frame"]
         if frame.get("type") == "thinking_started":
             self._follow(frame.get("run_id", ""))
-        elif frame.get("type") == "thinking_finished" and frame.get("run_id") == self.followed:
-            self.followed = None
+        elif frame.get("type") == "thinking_finished" and self.follower is not None:
+            self.follower.ended(frame.get("run_id", ""))
         await self._send_frame(frame)
 
     async def live_joined(self, message: dict[str, Any]) -> None:
@@ -400,32 +393,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_DELETED)
 
     def _follow(self, run_id: str) -> None:
-        """Watch a turn this socket shows running but did not start: its events may never
-        come here (it runs in another process without a shared channel layer, or in one that
-        died), so its record says when it ends, and the socket shows that end itself."""
-        if not run_id or (self.follower is not None and not self.follower.done()):
-            return
-        self.followed = run_id
-        self.follower = asyncio.create_task(self._follow_until_done(run_id))
-
-    async def _follow_until_done(self, run_id: str) -> None:
-        while self.followed == run_id:
-            await asyncio.sleep(FOLLOW_SECONDS)
-            run = await get_run(run_id=UUID(run_id))
-            if run is None:
-                return  # deleted with its session: the socket is closing
-            if run.status == Run.Status.RUNNING:
-                continue
-            # Ended, or waiting for a person: this turn is not running any more.
-            # The turn's own events, when they travel here, arrive in the meantime.
-            await asyncio.sleep(FOLLOW_SECONDS)
-            if self.followed != run_id:
-                return
-            self.followed = None
-            await self._send_frame(ThinkingFinished(run_id=run_id).to_dict())
-            if run.status != Run.Status.CANCELLED and run.text:
-                reply = MessageEvent(role="assistant", content=run.text, run_id=run_id)
-                await self._send_frame(reply.to_dict())
+        """Watch a turn this socket shows running but did not start (`following`)."""
+        if self.follower is None:
+            self.follower = RunFollower(self._send_frame)
+        self.follower.follow(run_id)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.session_id is None:
