@@ -29,9 +29,10 @@ import re
 from typing import Any
 
 REPLACEMENT = "\ufffd"
-# A JSON escape that stands for a NUL or a surrogate, or text that might only look like one
-# (an escaped backslash before "u"): whichever it is, parsing the text tells.
-_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89abAB])")
+# A JSON escape that stands for a NUL or a surrogate, high (D800-DBFF) or low (DC00-DFFF),
+# or text that might only look like one (an escaped backslash before "u"): whichever it is,
+# parsing the text tells.
+_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def clean_text(text: str) -> str:

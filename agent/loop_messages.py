@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.budget import LLMMessage
+from agent.cleantext import clean_value
 from agent.events import Emit, StreamChunk, StreamEnd, StreamStart, Thinking
 from agent.llm.client import LLMResponse, ToolCall
 from agent.llm.error_kinds import LLMError
@@ -71,11 +72,17 @@ def prepare_calls(
     for call in calls:
         try:
             value = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
-            parsed.append(value)
-            sendable.append(call.as_message_part())
+            # The client cleaned the arguments' text; what it parses to is looked at once
+            # more, since the events, the approvals and the database all take it as it is.
+            cleaned = clean_value(value)
+        except (json.JSONDecodeError, RecursionError):
+            value = cleaned = None
+        if isinstance(cleaned, dict):
+            parsed.append(cleaned)
+            if cleaned is value:
+                sendable.append(call.as_message_part())
+            else:
+                sendable.append(call.as_message_part(json.dumps(cleaned, ensure_ascii=False)))
         else:
             parsed.append(call.arguments)
             sendable.append(call.as_message_part("{}"))

@@ -187,12 +187,16 @@ async def test_the_chat_socket_streams_what_it_keeps(
     assert kept == [f"Looking {CLEAN}", f"Done {CLEAN}"]
 
 
+# A low surrogate alone (the escape \udc80 and no NUL beside it) went past the cleaning of
+# arguments, and PostgreSQL refused the call that waits for it.
+@pytest.mark.parametrize("bad", [BAD, chr(0xDC80), chr(0xDFFF)], ids=["both", "low", "last"])
 def test_the_calls_that_wait_are_listed_while_such_a_call_waits(
-    api: httpx.Client, llm: ScriptedLLM
+    api: httpx.Client, llm: ScriptedLLM, bad: str
 ) -> None:
+    clean = "".join(REPLACEMENT if c == "\x00" or 0xD800 <= ord(c) < 0xE000 else c for c in bad)
     llm.tool_call(
-        "write_file", {"path": f"r{BAD}.txt", "content": BAD}, text=BAD, reasoning=BAD
-    ).reply(f"Filed {BAD}")
+        "write_file", {"path": f"r{bad}.txt", "content": bad}, text=bad, reasoning=bad
+    ).reply(f"Filed {bad}")
 
     answer = api.post("/api/tasks", json={"prompt": "file it"})
 
@@ -200,7 +204,7 @@ def test_the_calls_that_wait_are_listed_while_such_a_call_waits(
     task = answer.json()
     assert task["status"] == "waiting"
     (call,) = task["pending"]
-    assert call["arguments"] == {"path": f"r{CLEAN}.txt", "content": CLEAN}
+    assert call["arguments"] == {"path": f"r{clean}.txt", "content": clean}
     listed = api.get("/api/approvals")
     assert listed.status_code == 200, listed.text
     (waiting,) = listed.json()["pending"]
@@ -209,7 +213,7 @@ def test_the_calls_that_wait_are_listed_while_such_a_call_waits(
     done = api.post(f"/api/tasks/{task['id']}/approve", json={"call_id": call["id"], "allow": True})
 
     assert done.status_code == 200, done.text
-    assert (done.json()["status"], done.json()["text"]) == ("succeeded", f"Filed {CLEAN}")
+    assert (done.json()["status"], done.json()["text"]) == ("succeeded", f"Filed {clean}")
     assert api.get("/api/approvals").json()["pending"] == []
 
 

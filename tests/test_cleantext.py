@@ -82,6 +82,16 @@ def test_clean_arguments_writes_the_json_again_only_when_its_escapes_stand_for_b
     assert clean_arguments(ordinary) is ordinary
 
 
+@pytest.mark.parametrize("escape", ["\\udc80", "\\uDFFF", "\\ud800", "\\u0000"])
+def test_an_escape_of_any_lone_surrogate_or_a_nul_alone_is_cleaned(escape: str) -> None:
+    """A low surrogate's escape (DC00-DFFF) is as bad as a high one's: alone in the
+    arguments, it is cleaned all the same."""
+    sent = f'{{"command": "echo {escape} there"}}'
+    cleaned = clean_arguments(sent)
+    assert json.loads(cleaned) == {"command": f"echo {REPLACEMENT} there"}
+    assert valid(cleaned)
+
+
 def test_a_value_nested_too_deeply_to_clean_is_left_for_the_registry_to_refuse() -> None:
     deep = "[" * 50_000 + '"\\udc80"' + "]" * 50_000
     assert clean_arguments(deep) == deep
