@@ -95,3 +95,26 @@ def clean_arguments(text: str) -> str:
     if cleaned is value:
         return text
     return json.dumps(cleaned, ensure_ascii=False)
+
+
+class PieceCleaner:
+    """`clean_text` for a text that comes in pieces (a streamed answer): a high surrogate
+    that ends a piece is held back for the next, which may begin with its pair (a server
+    that writes a character beyond the BMP as two escapes may send them in two events),
+    so that the pieces given out join up to the whole text cleaned."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def piece(self, text: str) -> str:
+        """`text` cleaned, less a high surrogate at its end, which waits for the next."""
+        if self._held:
+            text, self._held = self._held + text, ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self._held = text[:-1], text[-1]
+        return clean_text(text)
+
+    def rest(self) -> str:
+        """What is still held once the text is over: U+FFFD for a surrogate never paired."""
+        held, self._held = self._held, ""
+        return clean_text(held)

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from agent.cleantext import REPLACEMENT, clean_arguments, clean_text, clean_value
+from agent.cleantext import (
+    REPLACEMENT,
+    PieceCleaner,
+    clean_arguments,
+    clean_text,
+    clean_value,
+)
 from agent.llm import wire
 from agent.llm.error_kinds import LLMError
 from agent.llm.tool_calls import ToolCallAssembler
@@ -129,6 +135,39 @@ async def test_the_model_client_cleans_text_reasoning_and_tool_calls(
     assert (call.id, call.name) == (f"call{REPLACEMENT}{REPLACEMENT}", f"exec{REPLACEMENT}")
     assert json.loads(call.arguments) == {"command": f"echo {CLEAN}", f"key{REPLACEMENT}": [CLEAN]}
     assert all(valid(text) for text in (*pieces, *thoughts, call.arguments))
+
+
+async def test_a_character_sent_as_two_escapes_in_two_events_streams_whole(
+    llm: ScriptedLLM, backend: str
+) -> None:
+    """A server that writes 😀 as the escapes \\ud83d\\ude00 may send them in two events:
+    joined, they are the character, not two replacement characters."""
+    emoji = "\ud83d\ude00"  # the pair, as two code points; each chunk is one of them
+    llm.reply(f"ab{emoji}cd", chunks=6, reasoning=f"hm{emoji}")
+    pieces: list[str] = []
+    thoughts: list[str] = []
+
+    async def on_text(piece: str) -> None:
+        pieces.append(piece)
+
+    async def on_reasoning(piece: str) -> None:
+        thoughts.append(piece)
+
+    response = await make_llm(llm, backend).stream(
+        [{"role": "user", "content": "go"}], on_text=on_text, on_reasoning=on_reasoning
+    )
+
+    assert response.content == "".join(pieces) == "ab\U0001f600cd"
+    assert response.reasoning_content == "".join(thoughts) == "hm\U0001f600"
+
+
+def test_a_high_surrogate_never_paired_ends_as_a_replacement_character() -> None:
+    cleaner = PieceCleaner()
+    assert cleaner.piece("x\ud83d") == "x"
+    assert cleaner.piece("y") == f"{REPLACEMENT}y"
+    assert cleaner.piece("z\ud83d") == "z"
+    assert cleaner.rest() == REPLACEMENT
+    assert cleaner.rest() == ""
 
 
 async def test_a_providers_error_message_is_cleaned_too(llm: ScriptedLLM, backend: str) -> None:

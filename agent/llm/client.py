@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.cleantext import clean_text
+from agent.cleantext import PieceCleaner, clean_text
 from agent.llm import litellm_adapter, model_table, wire
 from agent.llm.error_kinds import LLMError, classify
 from agent.llm.tool_calls import ToolCall, ToolCallAssembler, field_of
@@ -193,6 +193,9 @@ class LLM:
         text: list[str] = []
         reasoning: list[str] = []
         assembler = ToolCallAssembler()
+        # Each piece is cleaned (`agent.cleantext`) before anyone sees it, so that what
+        # streams joins up to exactly the text that is kept.
+        text_cleaner, reasoning_cleaner = PieceCleaner(), PieceCleaner()
         idle = self.config.timeout
         loop = asyncio.get_running_loop()
         # Pushing the deadline costs a timer; once per tenth of it per chunk is plenty.
@@ -226,29 +229,22 @@ class LLM:
                     delta = field_of(choice, "delta")
                     if delta is None:
                         continue
-                    # Each piece is cleaned (`agent.cleantext`) before anyone sees it, so
-                    # that what streams joins up to exactly the text that is kept.
                     # DeepSeek and vLLM call it reasoning_content; OpenRouter and Ollama,
                     # reasoning.
                     piece = field_of(delta, "reasoning_content") or field_of(delta, "reasoning")
                     if piece and isinstance(piece, str):
-                        piece = clean_text(piece)
-                        reasoning.append(piece)
-                        if on_reasoning is not None:
-                            await on_reasoning(piece)
+                        await _add(reasoning_cleaner.piece(piece), reasoning, on_reasoning)
                     piece = field_of(delta, "content")
-                    if piece:
-                        if isinstance(piece, str):
-                            piece = clean_text(piece)
-                        text.append(piece)
-                        if on_text is not None:
-                            await on_text(piece)
+                    if piece and isinstance(piece, str):
+                        await _add(text_cleaner.piece(piece), text, on_text)
                     for fragment in field_of(delta, "tool_calls") or ():
                         assembler.add(fragment)
         except TimeoutError as exc:
             raise LLMError(
                 f"the model sent nothing for {idle:g} seconds", kind="transient"
             ) from exc
+        await _add(reasoning_cleaner.rest(), reasoning, on_reasoning)
+        await _add(text_cleaner.rest(), text, on_text)
         result.content = "".join(text)
         result.reasoning_content = "".join(reasoning)
         result.tool_calls = assembler.calls()
@@ -338,6 +334,15 @@ def _first_int(places: list[dict[str, Any]], keys: tuple[str, ...]) -> int | Non
             if isinstance(value, int) and value > 0:
                 return value
     return None
+
+
+async def _add(piece: str, pieces: list[str], callback: TextCallback | None) -> None:
+    """Keep a cleaned piece of the answer, and hand it on; an empty one (all of it held
+    back for the next) is nothing to hand on."""
+    if piece:
+        pieces.append(piece)
+        if callback is not None:
+            await callback(piece)
 
 
 def _usage_dict(usage: Any) -> dict[str, int]:
