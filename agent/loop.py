@@ -34,6 +34,7 @@ from agent.loop_messages import (
     assistant_message,
     batches,
     explain,
+    give_fresh_ids,
     prepare_calls,
     tool_message,
 )
@@ -209,6 +210,7 @@ class AgentLoop:
                 await self._record(turn, assistant_message(result.text, response), response.usage)
                 return result
 
+            give_fresh_ids(response.tool_calls, history, turn)
             sendable, parsed = prepare_calls(response.tool_calls)
             assistant = assistant_message(response.content or None, response)
             assistant["tool_calls"] = sendable

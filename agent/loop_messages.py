@@ -14,6 +14,7 @@ from agent.cleantext import clean_value
 from agent.events import Emit, StreamChunk, StreamEnd, StreamStart, Thinking
 from agent.llm.client import LLMResponse, ToolCall
 from agent.llm.error_kinds import LLMError
+from agent.llm.tool_calls import unique_id
 
 
 class StreamEvents:
@@ -87,6 +88,26 @@ def prepare_calls(
             parsed.append(call.arguments)
             sendable.append(call.as_message_part("{}"))
     return sendable, parsed
+
+
+def give_fresh_ids(calls: list[ToolCall], *conversations: list[LLMMessage]) -> None:
+    """Give each call whose id a call of `conversations` (the history sent, the turn so far)
+    already has one of its own. Some servers number every answer's calls from `call_0`:
+    results are matched to calls by id, a call that waits for a person is recorded by it,
+    and a history that holds a call twice is trimmed of the second (`budget.repair`)."""
+    taken = {
+        call.get("id")
+        for messages in conversations
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+    if not taken:
+        return
+    for call in calls:
+        if call.id in taken:
+            call.id = unique_id(call.id, taken)
+        taken.add(call.id)
 
 
 def batches(

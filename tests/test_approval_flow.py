@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -250,3 +251,30 @@ async def test_a_waiting_turn_that_is_stopped_counts_what_it_used(
     assert line.runs == 1 and line.total_tokens == result.usage["total_tokens"] > 0
     run = await sync_to_async(Run.objects.get)(pk=result.run_id)
     assert run.status == "cancelled" and run.counted
+
+
+async def test_a_server_that_numbers_each_answers_calls_afresh_waits_and_goes_on_each_time(
+    llm: ScriptedLLM, settings: Any, workspace: Path
+) -> None:
+    """Some servers number every answer's calls from call_0: the second answer's call is
+    given an id of its own, so that it can wait for a person as the first did."""
+    settings.AGENT_APPROVE_TOOLS = ["write_file"]
+    ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
+    llm.tool_calls([("write_file", {"path": "a.txt", "content": "A"})], ids=["call_0"])
+    llm.tool_calls([("write_file", {"path": "b.txt", "content": "B"})], ids=["call_0"])
+    llm.reply("Both written.")
+
+    first = await run_turn(SessionRef("web:w1", owner=ada), "write two", channel="web")
+    assert first.status == "waiting" and [c["id"] for c in first.pending] == ["call_0"]
+    run_id = UUID(first.run_id)
+    await answer_approval(owner=ada, run_id=run_id, call_id="call_0", allow=True)
+    second = await resume_turn(run_id)
+
+    assert second is not None and second.status == "waiting"
+    assert [c["id"] for c in second.pending] == ["call_0_2"]
+    await answer_approval(owner=ada, run_id=run_id, call_id="call_0_2", allow=True)
+    done = await resume_turn(run_id)
+
+    assert done is not None and (done.status, done.text) == ("succeeded", "Both written.")
+    assert (folder_of(workspace, "ada") / "b.txt").read_text() == "B"
+    assert set(tool_results(llm.requests[-1])) == {"call_0", "call_0_2"}

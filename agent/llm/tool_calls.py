@@ -80,7 +80,7 @@ class ToolCallAssembler:
                 continue
             call_id = clean_text(call["id"]) or f"call_{position}_{int(time.time() * 1000)}"
             if call_id in taken:
-                call_id = _unique(call_id, taken)
+                call_id = unique_id(call_id, taken)
             taken.add(call_id)
             result.append(
                 ToolCall(
@@ -92,7 +92,7 @@ class ToolCallAssembler:
         return result
 
 
-def _unique(call_id: str, taken: set[str]) -> str:
+def unique_id(call_id: str, taken: set[str]) -> str:
     """`call_id` with the first suffix `_2`, `_3`, ... that no other call of the answer has:
     an underscore and digits, which the providers that check ids' characters allow."""
     number = 2
