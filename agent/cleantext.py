@@ -118,3 +118,21 @@ class PieceCleaner:
         """What is still held once the text is over: U+FFFD for a surrogate never paired."""
         held, self._held = self._held, ""
         return clean_text(held)
+
+
+# C0 controls but tab and newline, DEL, the C1 controls (U+0080 to U+009F, which some
+# terminals take as ESC sequences of one character: U+009B is CSI), and the bidirectional
+# overrides and isolates, which make a line read otherwise than it is.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with each control character but newline and tab written out (`\\x1b`,
+    `\\u202e`), for a person to see rather than for a terminal to act on. One character at
+    a time, so a sequence split across streamed pieces is shown as surely as a whole one."""
+    return _CONTROL.sub(_written_out, text)
+
+
+def _written_out(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

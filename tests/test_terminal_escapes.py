@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from agent.doors.terminal import visible
+from agent.cleantext import visible
 from tests.conftest import ROOT
 from tests.llm_server import ScriptedLLM
 
@@ -102,3 +102,26 @@ def test_the_approval_prompt_prints_its_escapes_written_out(
     assert one_shot.returncode == 0, one_shot.stderr
     assert_no_control(one_shot.stderr)
     assert "? exec(command='echo hi\\x1b]52;c;" in one_shot.stderr
+
+
+def test_a_log_line_naming_what_the_agent_made_prints_its_escapes_written_out(
+    site_env: dict[str, str], llm: ScriptedLLM, workspace
+) -> None:
+    """The agent can make a skill whose folder's name holds escape sequences and whose
+    frontmatter does not read: the warning that names it reaches standard error written
+    out, as every log line of the site does."""
+    from tests.conftest import LOGIN, add_login, folder_of
+
+    add_login(site_env, "!")  # the command works as the first superuser
+    skill = folder_of(workspace, LOGIN[0]) / "skills" / f"x{TITLE}{CLEAR}"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: [unclosed\n---\nbody\n")
+    llm.reply("Hello.\u202e")
+
+    done = agent(site_env, "-m", "hello")
+
+    assert done.returncode == 0, done.stderr
+    assert "has unreadable frontmatter" in done.stderr
+    assert f"x{visible(TITLE)}{visible(CLEAR)}" in done.stderr
+    assert_no_control(done.stderr)
+    assert done.stdout == "Hello.\\u202e\n"

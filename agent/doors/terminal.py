@@ -7,10 +7,10 @@ clears the screen, `ESC ] 52 ;` writes the operator's clipboard."""
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent.cleantext import visible
 from agent.events import (
     Event,
     MessageEvent,
@@ -27,19 +27,9 @@ if TYPE_CHECKING:
     from rich.live import Live
 
 HINT_ARGUMENT_CHARS = 60
-# C0 controls but tab and newline, DEL, and the C1 controls (U+0080 to U+009F, which some
-# terminals take as ESC sequences of one character: U+009B is CSI).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Of a tool's result, the terminal shows the first lines, as the page's card shows its head.
 RESULT_LINES = 6
 RESULT_LINE_CHARS = 160
-
-
-def visible(text: str) -> str:
-    """`text` with each control character but newline and tab written out (`\\x1b`), for a
-    person to see rather than for the terminal to act on. One character at a time, so a
-    sequence split across streamed chunks is shown as surely as a whole one."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def tool_hint(name: str, arguments: Any) -> str:
