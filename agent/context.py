@@ -93,6 +93,8 @@ def announcement(*, label: str, task: str, status: str, result: str) -> str:
 
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
+# Each user's own list of what the heartbeat looks at, in their folder.
+HEARTBEAT_FILE = "HEARTBEAT.md"
 
 
 def heartbeat_message(tasks: str) -> str:

@@ -396,7 +396,13 @@ class UserBudgetAdmin(admin.ModelAdmin):
 class UserPreferencesAdmin(admin.ModelAdmin):
     """What each user adds to the tools that wait for their yes."""
 
-    list_display = ("user", "approve_tools", "updated")
+    list_display = (
+        "user",
+        "approve_tools",
+        "heartbeat_tools",
+        "heartbeat_approve_tools",
+        "updated",
+    )
     search_fields = ("user__username",)
     raw_id_fields = ("user",)
     readonly_fields = ("updated",)

@@ -367,6 +367,30 @@ def user_approve_tools(*, user_id: int | None) -> list[str]:
 # Writes of what users and sessions add.
 
 
+def heartbeat_limits(*, user_id: int) -> tuple[list[str] | None, list[str]]:
+    """The tools the user's heartbeat may use (None: every tool) and those it refuses, as
+    the turn that last wrote their HEARTBEAT.md was limited."""
+    found = (
+        UserPreferences.objects.filter(user_id=user_id)
+        .values_list("heartbeat_tools", "heartbeat_approve_tools")
+        .first()
+    )
+    if found is None:
+        return None, []
+    tools, approve = found
+    return (list(tools) if isinstance(tools, list) else None), list(approve or [])
+
+
+def set_heartbeat_limits(
+    *, user_id: int, tools: list[str] | None, approve_tools: list[str]
+) -> None:
+    """Record the limits of the turn that wrote the user's HEARTBEAT.md."""
+    UserPreferences.objects.update_or_create(
+        user_id=user_id,
+        defaults={"heartbeat_tools": tools, "heartbeat_approve_tools": approve_tools},
+    )
+
+
 def set_user_approve_tools(*, user: User, tools: list[str]) -> UserPreferences:
     preferences, _ = UserPreferences.objects.update_or_create(
         user=user, defaults={"approve_tools": tools}

@@ -395,3 +395,18 @@ async def test_fence_off_allows_paths_outside(
         if tool == "edit_file" and "not found" in result:
             continue  # an earlier path already edited the secret
         assert not result.startswith("Error"), (tool, path, result)
+
+
+async def test_edit_file_refuses_a_file_too_large_to_read_whole(
+    tools: ToolRegistry, ws: Path
+) -> None:
+    """edit_file reads a file whole: one of gigabytes (`truncate -s 1G`, made in an instant)
+    would take the server's memory, so past its cap it says what to use instead."""
+    big = ws / "big.txt"
+    with big.open("wb") as fh:
+        fh.truncate(files_module.MAX_EDIT_BYTES + 1)
+    args = {"path": "big.txt", "old_text": "a", "new_text": "b"}
+    result = await tools.execute("edit_file", args)
+    assert result.startswith("Error: 'big.txt' is 10.0 MB; edit_file changes files up to 10 MB")
+    assert "use exec" in result
+    assert big.stat().st_size == files_module.MAX_EDIT_BYTES + 1

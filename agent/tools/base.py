@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agent.tools.tool_errors import ToolError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agent.tools.guards.fence import Workspace
     from agent.tools.hooks import TurnHooks
 
@@ -74,6 +76,12 @@ class Schedules(Protocol):
     async def set_enabled(self, job_id: int, enabled: bool) -> JobInfo: ...
 
 
+class Wrote(Protocol):
+    """Hears of a file a file tool of the turn wrote, by its resolved path."""
+
+    async def __call__(self, path: Path) -> None: ...
+
+
 async def _undeliverable(content: str, *, session_key: str | None = None) -> None:
     raise ToolError("this turn has nowhere to deliver messages")
 
@@ -103,6 +111,8 @@ class ToolContext:
     workspace: Workspace | None = None
     # The operator's hooks that see the turn's tool calls; None when there are none.
     hooks: TurnHooks | None = None
+    # Told of each file a file tool wrote in the turn (its resolved path), once written.
+    wrote: Wrote | None = None
 
     @classmethod
     def detached(cls, channel: str = "direct") -> ToolContext:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 from typing import Any
 
 from agent import openat
@@ -23,6 +24,8 @@ from agent.tools.guards.fence import printable
 from agent.tools.listing import NOTATION, glob_matches, listing
 
 MAX_LIST_ENTRIES = 500
+# The largest file edit_file reads whole and writes whole.
+MAX_EDIT_BYTES = 10_000_000
 _PATH = {"type": "string", "description": "File path, relative to the workspace."}
 
 
@@ -35,12 +38,13 @@ class _WorkspaceTool(Tool):
         return ctx.workspace or self.workspace
 
 
-def _open_file(fence: Workspace, path: str, flags: int, *, make: bool = False) -> int:
+def _open_file(fence: Workspace, path: str, flags: int, *, make: bool = False) -> tuple[int, Path]:
     """The regular file at the model's `path`, opened with `flags` (`make`: with the
-    folders on the way made); what keeps it from being opened, in plain words."""
+    folders on the way made), and where it is; what keeps it from being opened, in plain
+    words."""
     target = fence.resolve(path)
     try:
-        return fence.open(target, flags, shown=path, make=make)
+        return fence.open(target, flags, shown=path, make=make), target
     except FileNotFoundError:
         raise ToolError(f"file not found: {path}") from None
     except IsADirectoryError:
@@ -110,7 +114,7 @@ class ReadFileTool(_WorkspaceTool):
 
 
 def _read(fence: Workspace, path: str, offset: int, limit: int) -> str:
-    with os.fdopen(_open_file(fence, path, os.O_RDONLY), "rb") as raw:
+    with os.fdopen(_open_file(fence, path, os.O_RDONLY)[0], "rb") as raw:
         return numbered_lines(raw, path, offset, limit)
 
 
@@ -133,16 +137,20 @@ class _PutFileTool(_WorkspaceTool):
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         path: str = kwargs["path"]
         data = encoded(kwargs["content"], "content")
-        await run_blocking(ctx, _put, self.fence(ctx), path, data, self.flag)
+        target = await run_blocking(ctx, _put, self.fence(ctx), path, data, self.flag)
+        if ctx.wrote is not None:
+            await ctx.wrote(target)
         return f"{self.done} {len(data)} bytes to {path}"
 
 
-def _put(fence: Workspace, path: str, data: bytes, flag: int) -> None:
+def _put(fence: Workspace, path: str, data: bytes, flag: int) -> Path:
     """Write `data` to the file at `path`, made with its folders when missing; through one
-    descriptor walked from the fence's root, so never into a link swapped in meanwhile."""
-    fd = _open_file(fence, path, os.O_WRONLY | os.O_CREAT | flag, make=True)
+    descriptor walked from the fence's root, so never into a link swapped in meanwhile.
+    Where the file is."""
+    fd, target = _open_file(fence, path, os.O_WRONLY | os.O_CREAT | flag, make=True)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+    return target
 
 
 class WriteFileTool(_PutFileTool):
@@ -198,12 +206,26 @@ class EditFileTool(_WorkspaceTool):
         if not old:
             raise ToolError("old_text must not be empty; use write_file to create a file")
         encoded(new, "new_text")
-        return await run_blocking(ctx, _edit, self.fence(ctx), path, old, new, every)
+        said, target = await run_blocking(ctx, _edit, self.fence(ctx), path, old, new, every)
+        if ctx.wrote is not None:
+            await ctx.wrote(target)
+        return said
 
 
-def _edit(fence: Workspace, path: str, old: str, new: str, every: bool) -> str:
+def _edit(fence: Workspace, path: str, old: str, new: str, every: bool) -> tuple[str, Path]:
+    """Replace `old` with `new` in the file at `path`: what to tell the model, and where the
+    file is."""
     # Read and written through one descriptor: the file checked is the file changed.
-    with os.fdopen(_open_file(fence, path, os.O_RDWR), "r+b") as fh:
+    fd, target = _open_file(fence, path, os.O_RDWR)
+    with os.fdopen(fd, "r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_EDIT_BYTES:
+            # Read whole and written whole: a file of gigabytes would take the server's
+            # memory, four of them at once more.
+            raise ToolError(
+                f"'{path}' is {size / 1_000_000:.1f} MB; edit_file changes files up to "
+                f"{MAX_EDIT_BYTES // 1_000_000} MB: use exec (sed, for one) for larger ones"
+            )
         try:
             content = fh.read().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -212,7 +234,7 @@ def _edit(fence: Workspace, path: str, old: str, new: str, every: bool) -> str:
         fh.seek(0)
         fh.truncate()
         fh.write(updated.encode("utf-8"))
-    return f"Replaced {done} occurrence{'s' if done != 1 else ''} in {path}"
+    return f"Replaced {done} occurrence{'s' if done != 1 else ''} in {path}", target
 
 
 class ListDirTool(_WorkspaceTool):

@@ -6,6 +6,12 @@ nothing: no turn, no model call. Otherwise a turn runs as that user (never as an
 the file is theirs, and so are the memory and tools the turn gets) in their session
 `heartbeat`, without its history, and whatever it finds worth saying reaches their latest
 web chat.
+
+What the heartbeat does, a turn of the agent's wrote: so it keeps to the limits of the turn
+that last wrote the file with a file tool (`UserPreferences.heartbeat_tools` and
+`heartbeat_approve_tools`, which the runner records): a task limited to some tools, or a
+chat where `exec` waits for a yes, cannot write tasks that the heartbeat then carries out
+with every tool, unasked.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from skills_app.workspace import read_plain_file
 
 logger = logging.getLogger(__name__)
 
-FILE = "HEARTBEAT.md"
+FILE = context.HEARTBEAT_FILE
 SESSION_KEY = "heartbeat"
 FILE_CHARS = 20_000
 
@@ -64,11 +70,14 @@ async def user_heartbeat(conf: AgentSettings, user: Any) -> str:
         logger.warning("%s of %s has open tasks but no model is configured", FILE, user)
         return "no model"
     session = await store.get_or_create_session(key=SESSION_KEY, owner=user)
+    tools, approve_tools = await store.heartbeat_limits(user_id=user.pk)
     run = await store.queue_run_unless_busy(
         session=session,
         channel=SESSION_KEY,
         prompt=context.heartbeat_message(tasks),
         model=session.model or conf.model,
+        tools=tools,
+        approve_tools=approve_tools,
     )
     if run is None:
         return "skipped"  # the last heartbeat is still at work

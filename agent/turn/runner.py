@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -157,12 +158,25 @@ class TurnRunner:
             else None,
             workspace=Workspace(self.folder, restrict=conf.restrict_to_workspace),
             hooks=self.hooks,
+            wrote=self._wrote if owner is not None else None,
         )
         self.loop: AgentLoop | None = None
         # What the loop asks before and after each model call while a budget applies.
         self.spending: TurnSpending | None = None
         # What the history cost of what a model call may send, once the turn has started.
         self.history_share: tuple[int, int] | None = None
+
+    async def _wrote(self, path: Path) -> None:
+        """A file tool of the turn wrote `path`: the user's HEARTBEAT.md, written here, makes
+        the heartbeat keep to this turn's limits (`heartbeat`), which it would otherwise
+        pass: what the file asks for runs later, on its own, with no one to ask."""
+        fence = self.ctx.workspace
+        if self.owner is None or fence is None or path != fence.root / context.HEARTBEAT_FILE:
+            return
+        tools = list(self.allowed) if isinstance(self.allowed, tuple) else None
+        await store.set_heartbeat_limits(
+            user_id=self.owner.pk, tools=tools, approve_tools=list(self.carried)
+        )
 
     async def __call__(self) -> TurnResult:
         self.live.open()

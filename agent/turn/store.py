@@ -133,6 +133,8 @@ answers_of = on_db(approvals.answers_of)
 run_messages = on_db(approvals.run_messages)
 approval_in_session = on_db(approvals.approval_in_session)
 user_approve_tools = on_db(approvals.user_approve_tools)
+heartbeat_limits = on_db(approvals.heartbeat_limits)
+set_heartbeat_limits = on_db(approvals.set_heartbeat_limits)
 
 
 @on_db

@@ -1,0 +1,90 @@
+"""The heartbeat keeps to the limits of the turn that last wrote the user's HEARTBEAT.md:
+what a task limited to some tools, or a chat where exec waits for a yes, writes there runs
+later with no more than that turn could do; a turn without limits that writes it lifts them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+
+from agent.job_functions import run_user_heartbeat
+from agent.turn import SessionRef, TurnOptions, get_or_create_session, run_turn
+from sessions_app.models import Session
+from tests.conftest import folder_of
+from tests.jobs import as_worker
+from tests.llm_server import ScriptedLLM
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_settings")]
+
+TASKS = {"path": "HEARTBEAT.md", "content": "- [ ] run touch marker\n"}
+
+
+@pytest.fixture
+def bob(db: None) -> User:
+    return User.objects.create_user("bob", password="pw")
+
+
+def offered(request: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in request.get("tools") or ()]
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+async def beat_with_exec(llm: ScriptedLLM, bob: User) -> dict[str, Any]:
+    """One heartbeat of bob's whose model runs `touch marker`; the request it answered."""
+    llm.tool_call("exec", {"command": "touch marker"}).reply("Done.")
+    await as_worker(run_user_heartbeat)(bob.pk)
+    return llm.requests[-1]
+
+
+async def test_the_heartbeat_keeps_to_the_tools_of_the_task_that_wrote_its_file(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    llm.tool_call("write_file", TASKS).reply("Noted.")
+    limited = TurnOptions(tools=("write_file",))
+    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+
+    answered = await beat_with_exec(llm, bob)
+
+    assert offered(llm.requests[-2]) == ["write_file"]
+    assert tool_results(answered)[-1].startswith("Error: unknown tool 'exec'")
+    assert not (folder_of(workspace, "bob") / "marker").exists()
+
+
+async def test_the_heartbeat_refuses_what_waited_in_the_chat_that_wrote_its_file(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    session = await get_or_create_session(key="web:careful", owner=bob)
+    session.approve_tools = ["exec"]
+    await sync_to_async(session.save)()
+    llm.tool_call("write_file", TASKS).reply("Noted.")
+    await run_turn(SessionRef("web:careful", bob), "note it", channel="web")
+
+    answered = await beat_with_exec(llm, bob)
+
+    assert "exec" in offered(llm.requests[-2])
+    assert "there is no one to ask" in tool_results(answered)[-1]
+    assert not (folder_of(workspace, "bob") / "marker").exists()
+
+
+async def test_a_turn_without_limits_that_writes_the_file_lifts_them(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    llm.tool_call("write_file", TASKS).reply("Noted.")
+    limited = TurnOptions(tools=("write_file",))
+    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+    llm.tool_call("edit_file", {"path": "HEARTBEAT.md", "old_text": "run", "new_text": "run:"})
+    llm.reply("Edited.")
+    await run_turn(SessionRef("web:free", bob), "edit it", channel="web")
+
+    answered = await beat_with_exec(llm, bob)
+
+    assert tool_results(answered)[-1].endswith("Exit code: 0")
+    assert (folder_of(workspace, "bob") / "marker").exists()
+    assert await sync_to_async(Session.objects.filter(key="heartbeat", owner=bob).exists)()
