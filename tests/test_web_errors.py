@@ -75,6 +75,8 @@ def fetch_tool() -> WebFetchTool:
         ("http://[::1/", "is not a valid URL"),
         ("http://\x00x/", "is not a valid URL"),
         ("http://nowhere.example/", "cannot resolve host 'nowhere.example': no such host name"),
+        # Python's socket refuses a port past 65535 as it connects.
+        ("http://127.0.0.1:99999/", "is not a valid URL: its port is past 65535"),
     ],
 )
 async def test_a_url_that_cannot_be_fetched_is_a_sentence(
@@ -110,6 +112,15 @@ class Plain(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def _answer(self) -> None:
+        if self.path.startswith("/to/"):
+            # Redirects to what no URL of the web can be: a host no IDNA rule allows, a port
+            # past 65535.
+            self.send_response(302)
+            target = {"/to/xn": "http://xn--a.com/", "/to/port": "http://127.0.0.1:99999/"}
+            self.send_header("Location", target[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/odd-type":
             body = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
             self.send_response(200)
@@ -143,6 +154,21 @@ async def test_tls_to_a_server_that_speaks_none_is_a_sentence(plain_http: int) -
     result = await run(fetch_tool(), url=f"https://127.0.0.1:{plain_http}/")
     assert_plain(result)
     assert result.endswith("the TLS handshake with the server failed"), result
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/to/xn", "answered with a redirect to an address that is not a valid URL"),
+        ("/to/port", "'http://127.0.0.1:99999/' is not a valid URL: its port is past 65535"),
+    ],
+)
+async def test_a_redirect_to_no_valid_url_is_a_sentence(
+    plain_http: int, path: str, said: str
+) -> None:
+    result = await run(fetch_tool(), url=f"http://127.0.0.1:{plain_http}{path}")
+    assert_plain(result)
+    assert said in result, result
 
 
 async def test_a_content_type_is_repeated_only_as_a_media_type(plain_http: int) -> None:

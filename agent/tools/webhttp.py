@@ -119,7 +119,16 @@ async def download(
         request = client.build_request(
             "GET", current, headers={"Accept-Encoding": "gzip, deflate", **(headers or {})}
         )
-        response = await client.send(request, stream=True)
+        try:
+            response = await client.send(request, stream=True)
+        except (UnicodeError, ValueError) as exc:
+            # httpx reads a redirect's target as it receives the answer, whether it follows
+            # it or not: a target whose host no IDNA rule allows fails there.
+            logger.info("web_fetch of %s failed on what the server answered: %r", current, exc)
+            raise ToolError(
+                f"{shown_url(str(current))} answered with a redirect to an address that is not "
+                "a valid URL"
+            ) from None
         try:
             location = response.headers.get("location")
             if response.status_code in _REDIRECT_STATUSES and location:
@@ -161,6 +170,8 @@ def fetchable_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
         )
     if not parsed.raw_host:
         raise ToolError(f"{shown_url(url)} is not a valid URL: it has no host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ToolError(f"{shown_url(url)} is not a valid URL: its port is past 65535")
     host = canonical_host(parsed.raw_host.decode("ascii"))
     if host != parsed.raw_host.decode("ascii"):
         parsed = parsed.copy_with(host=host)
