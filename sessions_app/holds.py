@@ -40,27 +40,42 @@ def _q(name: str) -> str:
     return str(connection.ops.quote_name(name))
 
 
-def _spent_sql(owner_id: int, day: date) -> tuple[str, list[Any]]:
-    """SQL for what the owner's ledger says of `day` and what their unexpired holds hold,
-    summed, with its parameters."""
-    sql = (
+def _parts_sql(owner_id: int, day: date) -> tuple[str, str, list[Any]]:
+    """SQL for what the owner's ledger says of `day`, and for what their unexpired holds
+    hold, with the parameters of the two in turn."""
+    spent = (
         f"(SELECT COALESCE(SUM({_q('priced_cost')}), 0) FROM {_q(DailyUsage._meta.db_table)} "
-        f"WHERE {_q('owner_id')} = %s AND {_q('day')} = %s) + "
+        f"WHERE {_q('owner_id')} = %s AND {_q('day')} = %s)"
+    )
+    held = (
         f"(SELECT COALESCE(SUM({_q('amount')}), 0) FROM {_q(SpendingHold._meta.db_table)} "
         f"WHERE {_q('owner_id')} = %s AND {_q('expires')} > %s)"
     )
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    return sql, [owner_id, connection.ops.adapt_datefield_value(day), owner_id, now]
+    return spent, held, [owner_id, connection.ops.adapt_datefield_value(day), owner_id, now]
+
+
+def _spent_sql(owner_id: int, day: date) -> tuple[str, list[Any]]:
+    """SQL for the ledger's and the holds' parts summed, with its parameters."""
+    spent, held, params = _parts_sql(owner_id, day)
+    return f"{spent} + {held}", params
+
+
+def spent_apart(*, user_id: int, day: date) -> tuple[Decimal, Decimal]:
+    """What the user's runs with a known price cost on `day` (the ledger), and what their
+    running work holds now: one query."""
+    spent, held, params = _parts_sql(user_id, day)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {spent}, {held}", params)
+        row = cursor.fetchone()
+    if not row:
+        return Decimal(0), Decimal(0)
+    return Decimal(str(row[0] or 0)), Decimal(str(row[1] or 0))
 
 
 def spent_and_held(*, user_id: int, day: date) -> Decimal:
-    """What the user's runs with a known price cost on `day` (the ledger), and what their
-    running work holds now: one query."""
-    sql, params = _spent_sql(user_id, day)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {sql}", params)
-        row = cursor.fetchone()
-    return Decimal(str(row[0] or 0)) if row else Decimal(0)
+    """`spent_apart`'s two parts summed: what counts against the user's budget now."""
+    return sum(spent_apart(user_id=user_id, day=day), Decimal(0))
 
 
 def _add_sql(condition: str) -> str:

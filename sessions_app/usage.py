@@ -252,14 +252,21 @@ def usage_report(*, owner: User, days: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class BudgetState:
-    """A user's daily budget (None: none applies) and what their runs cost today."""
+    """A user's daily budget (None: none applies), what their runs cost today, and what
+    their running work holds of it (`holds`), where it was read."""
 
     limit: Decimal | None
     spent: Decimal
+    held: Decimal = Decimal(0)
+
+    @property
+    def counted(self) -> Decimal:
+        """What counts against the budget: what was spent, and what is held."""
+        return self.spent + self.held
 
     @property
     def exceeded(self) -> bool:
-        return self.limit is not None and self.spent >= self.limit
+        return self.limit is not None and self.counted >= self.limit
 
 
 def budget_state(*, user_id: int, site_budget: float) -> BudgetState:

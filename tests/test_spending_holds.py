@@ -104,8 +104,9 @@ def test_a_model_with_no_price_holds_nothing_and_stops_once_the_budget_is_spent(
     done = LoopResult("", "succeeded", 2)
     refusal = async_to_sync(spending.reserve)(1000, done)
     assert refusal is not None and refusal.startswith(
-        "I stopped here: your daily budget of $0.01 is spent ($0.02 since 00:00 UTC, this turn "
-        "included), so I make no more model calls today; it renews at 00:00 UTC, in "
+        "I stopped here: your daily budget of $0.01 is spent ($0.02 since 00:00 UTC, $0.02 of "
+        "it held for your turns still running), so I make no more model calls today; it "
+        "renews at 00:00 UTC, in "
     )
 
 

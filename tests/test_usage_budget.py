@@ -170,7 +170,8 @@ async def test_spawn_and_subagent_refuse_once_the_budget_is_spent(
     assert results[0] == "There are no files."
     assert results[1].startswith(
         "Error: no sub-agent was started: ada's daily budget of $0.002 is spent ($0.0025 since "
-        "00:00 UTC); it renews at 00:00 UTC, in "
+        "00:00 UTC, $0.00125 of it held for their turns still running); it renews at 00:00 "
+        "UTC, in "
     )
     assert results[1].endswith("; do the task yourself")
     assert queue.jobs == []
@@ -191,9 +192,9 @@ async def test_a_turn_that_crosses_the_budget_stops_after_its_model_call(
     assert len(llm.requests) == 2
     assert result.status == "failed"
     assert result.text == (
-        "I stopped here: your daily budget of $0.002 is spent ($0.0025 since 00:00 UTC, this "
-        "turn included), so I make no more model calls today; it renews at 00:00 UTC, in "
-        + result.text.split("in ", 3)[-1]
+        "I stopped here: your daily budget of $0.002 is spent ($0.0025 since 00:00 UTC, "
+        "$0.0025 of it held for your turns still running), so I make no more model calls "
+        "today; it renews at 00:00 UTC, in " + result.text.split("in ", 3)[-1]
     )
     messages = await sync_to_async(stored)("web:m1")
     # Every call has its result and the turn ends with the assistant's word: a valid history.

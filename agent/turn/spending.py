@@ -75,7 +75,18 @@ def state_of(user_id: int) -> BudgetState:
     limit = usage.budget_limit(user_id=user_id, site_budget=agent_settings().user_daily_budget)
     if limit is None:
         return BudgetState(limit=None, spent=Decimal(0))
-    return BudgetState(limit=limit, spent=holds.spent_and_held(user_id=user_id, day=usage.today()))
+    spent, held = holds.spent_apart(user_id=user_id, day=usage.today())
+    return BudgetState(limit=limit, spent=spent, held=held)
+
+
+def _how_much(spent: Decimal, held: Decimal, *, whose: str = "your") -> str:
+    """What counts against a budget, in words: all of it since 00:00 UTC, and how much of
+    that turns still running hold (the most their calls may cost, which they may not all
+    spend)."""
+    said = f"{dollars(spent + held)} since 00:00 UTC"
+    if held:
+        said += f", {dollars(held)} of it held for {whose} turns still running"
+    return said
 
 
 def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
@@ -85,12 +96,12 @@ def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
     if user is None:
         return None
     state = state_of(user.pk)
-    spent = state.spent
-    if state.limit is None or spent < state.limit:
+    if state.limit is None or not state.exceeded:
         return None
+    their = "your" if whose == "Your" else "their"
     message = (
         f"{whose} daily budget of {dollars(state.limit)} is spent "
-        f"({dollars(spent)} since 00:00 UTC); {_renews()}"
+        f"({_how_much(state.spent, state.held, whose=their)}); {_renews()}"
     )
     return OverBudget(message, retry_after=_until_tomorrow())
 
@@ -147,8 +158,10 @@ class TurnSpending:
         estimate = await self.llm.cost_of(most)
         self.reserved = None
         if estimate is None:  # a model with no known price holds nothing, as it counts nothing
-            spent = await on_db(holds.spent_and_held)(user_id=self.owner_id, day=usage.today())
-            return None if spent < self.limit else self.refusal(spent, started=done.iterations)
+            spent, held = await on_db(holds.spent_apart)(user_id=self.owner_id, day=usage.today())
+            if spent + held < self.limit:
+                return None
+            return self.refusal(spent, held, started=done.iterations)
         reserved = _dollars_of(estimate)
         fits = await on_db(holds.reserve)(
             hold_id=self.hold_id,
@@ -160,8 +173,8 @@ class TurnSpending:
         if fits:
             self.reserved = reserved
             return None
-        spent = await on_db(holds.spent_and_held)(user_id=self.owner_id, day=usage.today())
-        return self.refusal(spent, started=done.iterations)
+        spent, held = await on_db(holds.spent_apart)(user_id=self.owner_id, day=usage.today())
+        return self.refusal(spent, held, started=done.iterations)
 
     async def settle(self, cost: float | None) -> None:
         change = _dollars_of(cost) - (self.reserved or 0)
@@ -169,21 +182,19 @@ class TurnSpending:
         if change:
             await on_db(holds.settle)(hold_id=self.hold_id, owner_id=self.owner_id, change=change)
 
-    def refusal(self, spent: Decimal, *, started: int) -> str:
+    def refusal(self, spent: Decimal, held: Decimal, *, started: int) -> str:
         """The reply that ends a turn whose next model call does not fit: what its user's
-        runs cost today and what their work holds (`spent`) has reached the budget; `started`:
-        the calls the turn made before it."""
-        budget = dollars(self.limit)
+        runs cost today (`spent`) and what their work holds (`held`, this turn's included)
+        has reached the budget; `started`: the calls the turn made before it."""
+        budget, how_much = dollars(self.limit), _how_much(spent, held)
         if not started:
             return (
-                f"I did not start: your daily budget of {budget} is spent ({dollars(spent)} "
-                f"since 00:00 UTC, your running turns included), so I make no model calls "
-                f"today; {_renews()}. Ask me again then."
+                f"I did not start: your daily budget of {budget} is spent ({how_much}), so I "
+                f"make no model calls today; {_renews()}. Ask me again then."
             )
         return (
-            f"I stopped here: your daily budget of {budget} is spent ({dollars(spent)} since "
-            f"00:00 UTC, this turn included), so I make no more model calls today; "
-            f"{_renews()}. Ask me to continue then."
+            f"I stopped here: your daily budget of {budget} is spent ({how_much}), so I make "
+            f"no more model calls today; {_renews()}. Ask me to continue then."
         )
 
 
