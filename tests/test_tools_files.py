@@ -410,3 +410,13 @@ async def test_edit_file_refuses_a_file_too_large_to_read_whole(
     assert result.startswith("Error: 'big.txt' is 10.0 MB; edit_file changes files up to 10 MB")
     assert "use exec" in result
     assert big.stat().st_size == files_module.MAX_EDIT_BYTES + 1
+
+
+@pytest.mark.parametrize("tool", ["write_file", "append_file", "read_file"])
+async def test_a_path_that_ends_with_a_slash_names_no_file(
+    tools: ToolRegistry, ws: Path, tool: str
+) -> None:
+    args = {"path": "notes/"} | ({"content": "x"} if tool != "read_file" else {})
+    result = await tools.execute(tool, args)
+    assert result == "Error: 'notes/' names a folder (it ends with '/'); give a file's path"
+    assert not (ws / "notes").exists()

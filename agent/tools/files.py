@@ -43,6 +43,9 @@ def _open_file(fence: Workspace, path: str, flags: int, *, make: bool = False) -
     folders on the way made), and where it is; what keeps it from being opened, in plain
     words."""
     target = fence.resolve(path)
+    if path.endswith("/"):
+        # Resolving drops the slash: `notes/` would be written as a file named `notes`.
+        raise ToolError(f"'{path}' names a folder (it ends with '/'); give a file's path")
     try:
         return fence.open(target, flags, shown=path, make=make), target
     except FileNotFoundError:
