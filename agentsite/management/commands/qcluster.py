@@ -35,6 +35,17 @@ logger = logging.getLogger(__name__)
 
 class Command(BriefChecks, qcluster.Command):
     def handle(self, *args: Any, **options: Any) -> None:
+        signalled: list[float] = []
+
+        def on_early_signal(signum: int, frame: object) -> None:
+            # A stop asked for while it readies (seconds, with litellm to load) ends it there,
+            # cleanly, rather than killing it by the signal's default.
+            if not signalled:
+                signalled.append(time.monotonic())
+
+        if not options.get("run_once"):
+            signal.signal(signal.SIGTERM, on_early_signal)
+            signal.signal(signal.SIGINT, on_early_signal)
         require_migrated()
         ensure_schedules()
         # Loaded once here, before the cluster forks its workers: each inherits the turn
@@ -54,11 +65,13 @@ class Command(BriefChecks, qcluster.Command):
         # it; --name; the cluster), but keeping hold of the cluster, to dispatch while it
         # runs and to stop it in time: its handle does neither.
         settings.SECRET_KEY  # noqa: B018
+        if signalled:
+            logger.info("stopped before the cluster started")
+            return
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         stopping = graceful.prepare()
         cluster = graceful.GracefulCluster()
-        signalled: list[float] = []
 
         def on_signal(signum: int, frame: object) -> None:
             # Only flags: django-q2's own handler waits here, in the signal handler, for the
