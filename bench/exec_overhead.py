@@ -23,7 +23,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 from agent.tools.base import ToolContext
 from agent.tools.guards import Workspace
-from agent.tools.sandbox import find_sandbox
+from agent.tools.sandbox import Limits, find_sandbox
 from agent.tools.shell import ExecTool
 from bench._report import Row, add_json_option, row, write_json
 
@@ -42,6 +42,8 @@ async def main(calls: int, rounds: int, command: str) -> list[Row]:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         sandboxed = ExecTool(Workspace(root), timeout=30, env={})
+        # AGENT_EXEC_NETWORK=true: a network namespace of its own, behind slirp4netns.
+        networked = ExecTool(Workspace(root), timeout=30, env={}, limits=Limits(network=True))
         ctx = ToolContext.detached("bench")
         unfenced = ExecTool(Workspace(root, restrict=False), timeout=30, env={"PATH": os.defpath})
 
@@ -55,6 +57,7 @@ async def main(calls: int, rounds: int, command: str) -> list[Row]:
             "bare subprocess (floor)": bare,
             "exec, unfenced": lambda: unfenced.execute(ctx, command=command),
             "exec, sandboxed": lambda: sandboxed.execute(ctx, command=command),
+            "exec, sandboxed, network": lambda: networked.execute(ctx, command=command),
         }
         figures: dict[str, list[float]] = {name: [] for name in kinds}
         for _ in range(rounds):
@@ -68,7 +71,7 @@ async def main(calls: int, rounds: int, command: str) -> list[Row]:
     return [
         row("exec_overhead", f"ms per `{command}`, {name} vs bare subprocess",
             statistics.median(figures[name]), floor=floor, unit="ms")
-        for name in ("exec, unfenced", "exec, sandboxed")
+        for name in ("exec, unfenced", "exec, sandboxed", "exec, sandboxed, network")
     ]  # fmt: skip
 
 
