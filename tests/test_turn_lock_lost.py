@@ -216,15 +216,22 @@ async def test_a_turn_whose_lock_went_to_another_turn_stops_and_saves_nothing_mo
 
 
 @sync_to_async
-def _lock_connections() -> int:
-    """This database's connections whose last query was on a session lock: open ones only."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND query LIKE %s",
-            ["%pg\\_%advisory\\_%"],
-        )
-        return int(cursor.fetchone()[0])
+def _lock_connections(within: float = 3.0) -> int:
+    """This database's connections whose last query was on a session lock: open ones only.
+    A backend leaves the list a moment after its client closed, not at once: a closed
+    connection is given `within` seconds to go, a leaked one stays."""
+    deadline = time.monotonic() + within
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query LIKE %s",
+                ["%pg\\_%advisory\\_%"],
+            )
+            count = int(cursor.fetchone()[0])
+        if count == 0 or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
 
 
 async def test_a_turn_run_from_sync_code_leaves_no_lock_connection_or_keeper_behind(
