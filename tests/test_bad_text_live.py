@@ -232,3 +232,21 @@ def test_a_nul_in_the_reply_and_in_a_commands_output_is_saved(
     ran, replied = messages[-2:]
     assert ran["role"] == "tool" and f"a{REPLACEMENT}b" in ran["content"]
     assert replied["content"] == f"x{REPLACEMENT}y"
+
+
+def test_arguments_nested_past_the_interpreters_stack_get_a_plain_answer(
+    api: httpx.Client, llm: ScriptedLLM
+) -> None:
+    """2 KB of brackets: the parser's recursion ran out, and the turn failed with it."""
+    deep = "[" * 1500 + "]" * 1500
+    llm.tool_call("exec", deep).reply("I will send an object.")
+
+    answer = api.post("/api/tasks", json={"prompt": "run it", "session": "api:deep"})
+
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["status"], answer.json()["text"]) == (
+        "succeeded",
+        "I will send an object.",
+    )
+    ran = llm.requests[-1]["messages"][-1]
+    assert ran["role"] == "tool" and "nested deeper" in ran["content"]

@@ -264,6 +264,8 @@ def _parse_arguments(arguments: dict[str, Any] | str | None) -> tuple[dict[str, 
             parsed = json.loads(arguments)
         except json.JSONDecodeError as exc:
             return {}, str(exc)
+        except RecursionError:
+            return {}, "nested deeper than any tool's arguments go"
         if not isinstance(parsed, dict):
             return {}, f"expected a JSON object, got {type(parsed).__name__}"
         return parsed, None
