@@ -5,8 +5,10 @@ hold as it came (a lone surrogate, a NUL) never keeps a hook from running."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agent.cleantext import REPLACEMENT
-from agent.tools.hook_config import load_hooks
+from agent.tools import hooks as hooks_module
+from agent.tools.hook_config import FunctionHook, HookSet, load_hooks
 from agent.tools.hooks import HookBlocked, TurnHooks
 from agent.turn import SessionRef, run_turn
 from tests.conftest import folder_of
@@ -155,6 +158,41 @@ def test_a_hook_function_that_fails_blocks_the_call_and_the_turn_goes_on(
     [seen] = tool_results(llm.requests[1])
     assert seen.startswith("Error: blocked by hook: the operator's check of write_file calls")
     assert not (folder_of(workspace) / "a.txt").exists()
+
+
+_released = threading.Event()
+
+
+def hangs_for_mallory(event: dict[str, Any]) -> None:
+    """A guard that some input makes hang (a pattern that backtracks, a request that never
+    answers): mallory's."""
+    if event["user"] == "mallory":
+        _released.wait(30)
+
+
+async def test_a_hook_function_one_user_makes_hang_holds_up_no_one_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The function's threads were counted per function: four calls of one user that hung
+    in it left every other user's calls to wait for a thread, past the hook's time, and
+    blocked."""
+    monkeypatch.setattr(hooks_module, "DEFAULT_TIMEOUT", 1.0)
+    found = HookSet(functions=(FunctionHook("tests:hangs_for_mallory", hangs_for_mallory),))
+
+    def turn_of(user: str) -> TurnHooks:
+        return TurnHooks(found, session=f"cli:{user}", user=user, run_id="r", channel="cli")
+
+    try:
+        hung = await asyncio.gather(
+            *(turn_of("mallory").before_tool("exec", {"command": "x"}) for _ in range(6)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(answer, HookBlocked) for answer in hung)
+
+        arguments = {"command": "ls"}
+        assert await turn_of("bob").before_tool("exec", arguments) is arguments
+    finally:
+        _released.set()
 
 
 # ---- the event a hook reads, and the option itself ------------------------------------------

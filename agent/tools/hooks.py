@@ -216,8 +216,10 @@ async def _ask_function(hook: FunctionHook, event: dict[str, Any]) -> dict[str, 
             else:
                 # A plain function may block (a file, a request, the ORM): not on the loop,
                 # nor in its shared pool, where one that never returns would keep a thread
-                # the whole process needs; in threads of its own, a few at most.
-                answer = await tool_threads.run(("hook", hook.path), hook.function, event)
+                # the whole process needs; in threads of its own, a few at most for each
+                # user, so that input of one user's that makes it hang holds up no one else.
+                owner = ("hook", hook.path, event.get("user"))
+                answer = await tool_threads.run(owner, hook.function, event)
                 if inspect.isawaitable(answer):
                     answer = await answer
     except TimeoutError:
