@@ -24,6 +24,7 @@ from agent.tools import sandbox as sandbox_module
 from agent.tools.guards import Workspace
 from agent.tools.netrules import host_addresses
 from agent.tools.shell import ExecTool
+from agent.tools.tool_errors import ToolError
 from tests.test_security_exec import RUNUSER, SYSTEM_PYTHON, WHY_NOT_AS_NOBODY
 from tests.test_tools_exec import host_processes, sleeper
 
@@ -323,3 +324,39 @@ async def _exec(tool: ExecTool, command: str) -> str:
     registry = ToolRegistry()
     registry.register(tool)
     return await registry.execute("exec", {"command": command})
+
+
+def cgroups_of_this_process() -> set[Path]:
+    found = sandbox_module.find_sandbox()
+    if found.cgroups is None:
+        return set()
+    return {
+        child
+        for parent in set(found.cgroups.parents.values())
+        for child in parent.glob(f"{os.getpid()}-*")
+    }
+
+
+async def test_a_sandbox_that_cannot_be_set_up_leaves_nothing_open(
+    networked: ExecTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Descriptors ran out part way (the second of its small files): the network's pipes,
+    the first file's descriptor and the cgroup were left behind, fewer still for the next."""
+    await networked.execute(OUTSIDE_A_TURN, command="true")  # the one-time probes, done
+    made = sandbox_module.data_fd
+    calls = iter([made, None])
+
+    def runs_out(text: str) -> int:
+        step = next(calls, None)
+        if step is None:
+            raise OSError(24, "Too many open files")
+        return step(text)
+
+    monkeypatch.setattr(sandbox_module, "data_fd", runs_out)
+    fds_before, cgroups_before = set(os.listdir("/proc/self/fd")), cgroups_of_this_process()
+
+    with pytest.raises(ToolError, match=r"could not set up the sandbox.*Too many open files"):
+        await networked.execute(OUTSIDE_A_TURN, command="true")
+
+    assert set(os.listdir("/proc/self/fd")) <= fds_before
+    assert cgroups_of_this_process() <= cgroups_before

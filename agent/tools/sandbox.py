@@ -137,37 +137,46 @@ class Sandbox:
         limits: Limits,
         env: Mapping[str, str],
     ) -> Launch:
-        """The command line that runs `command` in a fresh sandbox."""
+        """The command line that runs `command` in a fresh sandbox. Whatever it made is
+        released again when it fails part way (descriptors run out, a cgroup cannot be made):
+        a failure for want of descriptors must not leave fewer still."""
         helper = self.helper(limits) if limits.network else None
-        cgroup = (
-            self.cgroups.create(
-                max_processes=limits.max_processes, memory_bytes=limits.memory_bytes
-            )
-            if self.cgroups is not None
-            else None
-        )
-        network = SandboxNetwork(helper) if helper is not None else None
-        files = {"/etc/passwd": PASSWD, "/etc/group": GROUP}
-        if network is not None:
-            files["/etc/resolv.conf"] = RESOLV_CONF
-        fds = {dest: data_fd(text) for dest, text in files.items()}
-        argv = [
-            self.bwrap,
-            *self._namespaces(),
-            *(network.bwrap_args() if network is not None else ()),
-            *filesystem(workspace, limits.memory_bytes, fds),
-            "--chdir",
-            str(cwd),
-            "--clearenv",
-            *(arg for item in sandbox_env(env).items() for arg in ("--setenv", *item)),
-            "--",
-            *self._limits(limits, cpu_seconds),
-            "/bin/sh",
-            "-c",
-            command,
-        ]
-        inherited = (*fds.values(), *(network.child_fds if network is not None else ()))
-        return Launch(_join(cgroup, self._as_host_user(limits, argv)), inherited, cgroup, network)
+        launch = Launch(argv=[], pass_fds=())
+        try:
+            if self.cgroups is not None:
+                launch.cgroup = self.cgroups.create(
+                    max_processes=limits.max_processes, memory_bytes=limits.memory_bytes
+                )
+            network = launch.network = SandboxNetwork(helper) if helper is not None else None
+            if network is not None:
+                launch.pass_fds = network.child_fds
+            files = {"/etc/passwd": PASSWD, "/etc/group": GROUP}
+            if network is not None:
+                files["/etc/resolv.conf"] = RESOLV_CONF
+            fds: dict[str, int] = {}
+            for dest, text in files.items():
+                fds[dest] = data_fd(text)
+                launch.pass_fds = (*launch.pass_fds, fds[dest])
+            argv = [
+                self.bwrap,
+                *self._namespaces(),
+                *(network.bwrap_args() if network is not None else ()),
+                *filesystem(workspace, limits.memory_bytes, fds),
+                "--chdir",
+                str(cwd),
+                "--clearenv",
+                *(arg for item in sandbox_env(env).items() for arg in ("--setenv", *item)),
+                "--",
+                *self._limits(limits, cpu_seconds),
+                "/bin/sh",
+                "-c",
+                command,
+            ]
+            launch.argv = _join(launch.cgroup, self._as_host_user(limits, argv))
+        except BaseException:
+            launch.close()
+            raise
+        return launch
 
     def helper(self, limits: Limits) -> NetworkHelper:
         """How a sandbox with `limits` gets its network; SandboxUnavailable where it cannot."""

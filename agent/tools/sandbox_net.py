@@ -116,7 +116,12 @@ class SandboxNetwork:
     def __init__(self, helper: NetworkHelper) -> None:
         self.helper = helper
         self._info_read, self._info_write = os.pipe()
-        self._block_read, self._block_write = os.pipe()
+        try:
+            self._block_read, self._block_write = os.pipe()
+        except OSError:
+            os.close(self._info_read)
+            os.close(self._info_write)
+            raise
         self._ready_read: int | None = None
         self._exit_write: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
