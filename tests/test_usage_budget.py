@@ -4,6 +4,8 @@ crosses it midway, and staff lifting it for a user in the admin."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -16,10 +18,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from agent.turn import OverBudget, SessionRef, run_turn
+from agent.turn import OverBudget, SessionGone, SessionRef, run_turn
 from cron_app import services as cron_services
 from cron_app.models import CronJob
-from sessions_app.models import DailyUsage, Message, Run, UserBudget
+from sessions_app.models import DailyUsage, Message, Run, Session, SpendingHold, UserBudget
 from sessions_app.usage import add_usage, today
 from tests.conftest import ROOT, run_manage
 from tests.jobs import hold_queue
@@ -218,6 +220,42 @@ async def test_a_turn_that_crosses_the_budget_stops_after_its_model_call(
     with pytest.raises(OverBudget, match=r"^Your daily budget of \$0.002 is spent"):
         await run_turn(SessionRef("web:m1", ada), "go on", channel="web")
     assert len(llm.requests) == 2
+
+
+@pytest.mark.parametrize("when", ["as it calls a tool", "as it answers"])
+async def test_a_turn_whose_chat_is_deleted_as_it_runs_still_counts_what_it_cost(
+    budget: Any, llm: ScriptedLLM, ada: User, when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cost went nowhere: its hold, which counted it, lapsed an hour later, and a user
+    who deleted the chat of an expensive turn had their budget back. The turn's write finds
+    the chat gone before its watch does, which stops a turn whose run is deleted (the watch
+    polls, where no layer tells it at once)."""
+    monkeypatch.setattr("agent.turn.runner.watch_run", lambda run_id, task: lambda: None)
+    deleted = asyncio.Event()
+
+    async def delete_the_chat() -> None:
+        while not llm.requests:
+            await asyncio.sleep(0.01)
+        await sync_to_async(Session.objects.filter(key="web:gone").delete)()
+        deleted.set()
+
+    if when == "as it calls a tool":
+        # Deleted while the command runs.
+        llm.tool_call("exec", {"command": "sleep 1"}, usage=USAGE).reply("Done.", usage=USAGE)
+    else:
+        # Deleted while the model takes its time to answer.
+        llm.reply("Here it is.", usage=USAGE, delay=1.0)
+    deleting = asyncio.create_task(delete_the_chat())
+
+    # Whether the door hears of it (SessionGone) depends on which write found the chat gone.
+    with contextlib.suppress(SessionGone):
+        await run_turn(SessionRef("web:gone", ada), "go", channel="web")
+
+    await deleting
+    assert deleted.is_set()
+    line = await sync_to_async(DailyUsage.objects.get)(owner=ada, day=today())
+    assert (line.runs, line.priced_cost) == (1, Decimal(str(COST)) * len(llm.requests))
+    assert not await sync_to_async(SpendingHold.objects.exists)()
 
 
 # -- staff lift it ------------------------------------------------------------------------------

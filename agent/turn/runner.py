@@ -231,9 +231,11 @@ class TurnRunner:
             self.ctx.cancelled.set()
             return await self._close_for_sure(self._lost(), lost=True)
         except SessionDeleted:
-            # Deleted with its run and messages while the turn ran: nothing is left to
-            # record, and the door says why the turn ended.
+            # Deleted with its run and messages while the turn ran: only what it cost is
+            # left to record, and the door says why the turn ended.
             unwatch()
+            if self.loop is not None:
+                await self._count_deleted(self.loop.result, Run.Status.FAILED)
             await self.emit(ThinkingFinished(run_id=self.run_id))
             raise
         except Exception:  # a bug of ours must still end the run and reach the user
@@ -432,6 +434,7 @@ class TurnRunner:
             await self._finish(outcome, status, messages, cancelled=cancelled)
         except SessionDeleted:
             logger.info("the session of run %s was deleted as it ended", self.run_id)
+            await self._count_deleted(outcome, status, cancelled=cancelled)
         except TurnSuperseded:
             # Overtaken between its last write and its end: the run closes, without them.
             outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
@@ -521,6 +524,17 @@ class TurnRunner:
             # A turn that waited may hold from before, whatever its budget is now.
             held=self.spending is not None or self.resuming is not None,
         )
+
+    async def _count_deleted(
+        self, outcome: LoopResult, status: str, *, cancelled: bool = False
+    ) -> None:
+        """A run deleted with its session while it ran: what it cost was spent all the same,
+        and goes into its owner's ledger (else deleting a chat gave its turn's spending back
+        once its hold expired). The run stays deleted (`finish_run`)."""
+        try:
+            await self._finish(outcome, status, [], cancelled=cancelled)
+        except Exception:
+            logger.exception("what run %s cost could not be counted", self.run_id)
 
     def _export(self, outcome: LoopResult, status: str) -> None:
         """The run as OpenTelemetry spans (in a thread: the SDK loads with the first)."""
