@@ -88,3 +88,55 @@ async def test_a_turn_without_limits_that_writes_the_file_lifts_them(
     assert tool_results(answered)[-1].endswith("Exit code: 0")
     assert (folder_of(workspace, "bob") / "marker").exists()
     assert await sync_to_async(Session.objects.filter(key="heartbeat", owner=bob).exists)()
+
+
+async def test_a_command_that_writes_the_file_passes_on_its_turns_limits(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    """exec wrote the file unseen: the heartbeat then ran with every tool."""
+    write = "printf -- '- [ ] write the note\\n' > HEARTBEAT.md"
+    llm.tool_call("exec", {"command": write}).reply("Noted.")
+    limited = TurnOptions(tools=("exec",))
+    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+
+    llm.tool_call("write_file", {"path": "note.txt", "content": "x"}).reply("Done.")
+    await as_worker(run_user_heartbeat)(bob.pk)
+
+    assert offered(llm.requests[-2]) == ["exec"]
+    assert tool_results(llm.requests[-1])[-1].startswith("Error: unknown tool 'write_file'")
+    assert not (folder_of(workspace, "bob") / "note.txt").exists()
+
+
+async def test_a_write_through_a_link_the_file_is_passes_on_its_turns_limits(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    folder = folder_of(workspace, "bob")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notes.md").write_text("")
+    (folder / "HEARTBEAT.md").symlink_to("notes.md")
+    llm.tool_call("write_file", {**TASKS, "path": "notes.md"}).reply("Noted.")
+    limited = TurnOptions(tools=("write_file",))
+    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+
+    answered = await beat_with_exec(llm, bob)
+
+    assert offered(llm.requests[-2]) == ["write_file"]
+    assert tool_results(answered)[-1].startswith("Error: unknown tool 'exec'")
+    assert not (folder / "marker").exists()
+
+
+async def test_a_turn_without_limits_that_only_sees_a_change_lifts_nothing(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    """A command of a turn without limits changes the file: which turn wrote what is in it
+    cannot be told, so the limits stay; a file tool's write of the file itself lifts them."""
+    llm.tool_call("write_file", TASKS).reply("Noted.")
+    limited = TurnOptions(tools=("write_file",))
+    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+    llm.tool_call("exec", {"command": "touch HEARTBEAT.md"}).reply("Touched.")
+    await run_turn(SessionRef("web:free", bob), "touch it", channel="web")
+
+    answered = await beat_with_exec(llm, bob)
+
+    assert tool_results(answered)[-1].startswith("Error: unknown tool 'exec'")
+    assert not (folder_of(workspace, "bob") / "marker").exists()

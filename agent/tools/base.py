@@ -77,9 +77,10 @@ class Schedules(Protocol):
 
 
 class Wrote(Protocol):
-    """Hears of a file a file tool of the turn wrote, by its resolved path."""
+    """Hears of a file a file tool of the turn wrote, by its resolved path, and of each
+    command's end (None: it may have written anything in the folder)."""
 
-    async def __call__(self, path: Path) -> None: ...
+    async def __call__(self, path: Path | None) -> None: ...
 
 
 async def _undeliverable(content: str, *, session_key: str | None = None) -> None:
@@ -111,7 +112,8 @@ class ToolContext:
     workspace: Workspace | None = None
     # The operator's hooks that see the turn's tool calls; None when there are none.
     hooks: TurnHooks | None = None
-    # Told of each file a file tool wrote in the turn (its resolved path), once written.
+    # Told of each file a file tool wrote in the turn (its resolved path), once written, and
+    # of each command's end.
     wrote: Wrote | None = None
 
     @classmethod

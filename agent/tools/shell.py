@@ -203,6 +203,15 @@ class ExecTool(Tool):
         }
 
     async def execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
+        try:
+            return await self._execute(ctx, **kwargs)
+        finally:
+            if ctx.wrote is not None:
+                # A command may write any file of the folder, the heartbeat's too; heard of
+                # even when the call was cut short (its time ran out, the turn stopped).
+                await asyncio.shield(ctx.wrote(None))
+
+    async def _execute(self, ctx: ToolContext, /, **kwargs: Any) -> str:
         command: str = kwargs["command"]
         if not command.strip():
             raise ToolError("command must not be empty")

@@ -31,6 +31,7 @@ from agent.tools.hooks import TurnHooks
 from agent.turn import consolidation, live, store, waiting
 from agent.turn.approvals import carried_approvals, gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
+from agent.turn.heartbeat_limits import HeartbeatWatch
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import Entry, MessageLog
 from agent.turn.model_config import llm_config
@@ -161,22 +162,32 @@ class TurnRunner:
             wrote=self._wrote if owner is not None else None,
         )
         self.loop: AgentLoop | None = None
+        # Its user's HEARTBEAT.md, watched from when the turn starts to work in their folder.
+        self.heartbeat: HeartbeatWatch | None = None
         # What the loop asks before and after each model call while a budget applies.
         self.spending: TurnSpending | None = None
         # What the history cost of what a model call may send, once the turn has started.
         self.history_share: tuple[int, int] | None = None
 
-    async def _wrote(self, path: Path) -> None:
-        """A file tool of the turn wrote `path`: the user's HEARTBEAT.md, written here, makes
-        the heartbeat keep to this turn's limits (`heartbeat`), which it would otherwise
-        pass: what the file asks for runs later, on its own, with no one to ask."""
-        fence = self.ctx.workspace
-        if self.owner is None or fence is None or path != fence.root / context.HEARTBEAT_FILE:
+    async def _wrote(self, path: Path | None) -> None:
+        """A tool of the turn wrote `path` (None: a command, which may have written
+        anything): the heartbeat's watch looks at its file."""
+        if self.heartbeat is not None:
+            await self.heartbeat.look(path)
+
+    async def _record_heartbeat_limits(self) -> None:
+        """The user's HEARTBEAT.md changed in this turn: the heartbeat keeps to this turn's
+        limits (`heartbeat_limits`), which it would otherwise pass, since what the file asks
+        for runs later, on its own, with no one to ask."""
+        if self.owner is None:
             return
         tools = list(self.allowed) if isinstance(self.allowed, tuple) else None
         await store.set_heartbeat_limits(
             user_id=self.owner.pk, tools=tools, approve_tools=list(self.carried)
         )
+
+    def _has_limits(self) -> bool:
+        return isinstance(self.allowed, tuple) or bool(self.carried)
 
     async def __call__(self) -> TurnResult:
         self.live.open()
@@ -279,6 +290,13 @@ class TurnRunner:
         except GuardError as exc:
             logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
             return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))
+        fence = self.ctx.workspace
+        if self.owner is not None and fence is not None:
+            self.heartbeat = HeartbeatWatch(
+                fence.root / context.HEARTBEAT_FILE,
+                limited=self._has_limits,
+                record=self._record_heartbeat_limits,
+            )
         registry = await turn_registry(self.conf)
         tools = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(
             self.ctx
@@ -414,6 +432,11 @@ class TurnRunner:
         # The record is closed after the messages it counts are saved, and is closed whatever
         # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
         # then updates nothing.
+        if self.heartbeat is not None:
+            try:  # whatever ended the turn, even a stop in the middle of a command
+                await self.heartbeat.look()
+            except Exception:
+                logger.exception("run %s could not record the heartbeat's limits", self.run_id)
         messages: list[Entry] = []
         try:
             messages = await self.log.held()
