@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from sessions_app import services
+from sessions_app import holds, services
 from sessions_app import usage as ledger
 from sessions_app.models import Approval, Message, Run, Session, UserPreferences
 
@@ -101,6 +101,8 @@ def park_run(
     for name, value in fields.items():
         setattr(run, name, value)
     deadline = now + timedelta(seconds=timeout)
+    # What it cost so far counts while it waits, however long a person takes.
+    holds.keep(hold_ids=[run.pk], until=deadline + timedelta(seconds=holds.HOLD_SECONDS))
     approvals = Approval.objects.bulk_create(
         Approval(
             run=run,

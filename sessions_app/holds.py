@@ -16,7 +16,8 @@ a budget, where the ORM's building them would cost more than the database's runn
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from collections.abc import Collection
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -27,9 +28,10 @@ from django.utils import timezone
 
 from sessions_app.models import DailyUsage, SpendingHold
 
-# How long a hold counts after its latest model call: a live turn pushes it on with each
-# call, and the sweep takes a dead run's long before. Long enough for what may come between
-# two calls of one turn (a sub-agent's whole run, a person's answer to an approval).
+# How long a hold counts after its latest model call, or its turn's latest sign of life (the
+# watch of running turns marks them alive every few seconds, `keep`); a turn that waits for
+# a person keeps its hold until its calls' deadline and this long after. The sweep takes a
+# dead run's long before: this is for a hold whose run left no record to sweep.
 HOLD_SECONDS = 3600
 # The first key of the advisory lock that puts a user's reservations in order on PostgreSQL
 # ("spnd"); the session locks have theirs.
@@ -142,6 +144,13 @@ def release(*, hold_id: UUID) -> None:
             f"DELETE FROM {_q(SpendingHold._meta.db_table)} WHERE {_q('id')} = %s",
             [SpendingHold._meta.pk.get_db_prep_value(hold_id, connection)],
         )
+
+
+def keep(*, hold_ids: Collection[UUID], until: datetime) -> None:
+    """Let these holds count until `until` at least: their work is alive (a turn between two
+    model calls longer than a hold's hour, in one long command), or waits for a person until
+    then. Else what such a turn cost so far stopped counting till its end."""
+    SpendingHold.objects.filter(pk__in=hold_ids, expires__lt=until).update(expires=until)
 
 
 def release_dead(*, run_ids: list[UUID]) -> int:

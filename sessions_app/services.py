@@ -485,6 +485,7 @@ def mark_alive(*, run_ids: Collection[UUID]) -> None:
     now = timezone.now()
     alive = now - timedelta(seconds=STALE_AFTER_SECONDS)
     Run.objects.filter(pk__in=run_ids, last_alive__gte=alive).update(last_alive=now)
+    holds.keep(hold_ids=run_ids, until=now + timedelta(seconds=holds.HOLD_SECONDS))
 
 
 @transaction.atomic

@@ -126,3 +126,42 @@ def test_a_hold_past_its_time_counts_no_more_and_the_sweep_takes_it(
     assert held(ada) == 0
     assert services.fail_dead_runs() == []
     assert not SpendingHold.objects.exists()
+
+
+def test_a_turn_that_lives_or_waits_past_the_hour_keeps_its_hold(ada: User) -> None:
+    """A hold lapsed an hour after its turn's last model call: a turn in one long command,
+    or waiting for a person's answer all afternoon, stopped counting what it had cost."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.approvals import PendingCall, park_run
+
+    session = services.get_or_create_session(key="web:long", owner=ada)
+    runs = [
+        services.start_new_run(session=session, channel="web", prompt="hi", model="m")
+        for _ in range(2)
+    ]
+    for run in runs:
+        holds.reserve(
+            hold_id=run.pk, owner_id=ada.pk, amount=Decimal("0.5"), limit=Decimal(9), day=today()
+        )
+    nearly_gone = timezone.now() + timedelta(seconds=5)
+    SpendingHold.objects.update(expires=nearly_gone)
+    alive, waiting = runs
+
+    services.mark_alive(run_ids=[alive.pk])
+    park_run(
+        run=waiting,
+        pending=[PendingCall("c1", "exec", {"command": "ls"}, 0)],
+        timeout=86_400,
+        stopped_result="stopped",
+        iterations=1,
+        tools_used=[],
+        usage={},
+        cost=0.5,
+    )
+
+    expires = dict(SpendingHold.objects.values_list("id", "expires"))
+    assert expires[alive.pk] >= timezone.now() + timedelta(seconds=holds.HOLD_SECONDS - 60)
+    assert expires[waiting.pk] >= timezone.now() + timedelta(days=1)
