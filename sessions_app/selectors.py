@@ -77,8 +77,12 @@ def get_session(*, session_id: int) -> Session | None:
 
 
 def runs_to_stop(*, run_ids: Collection[UUID]) -> set[UUID]:
-    """Those of the runs that should stop: asked to, or deleted (with their session)."""
-    going_on = Run.objects.filter(pk__in=run_ids, cancel_requested=False)
+    """Those of the runs that should stop: asked to, deleted (with their session), or of a
+    user no longer active, however the account was changed (an `update()` or SQL sends no
+    signal)."""
+    going_on = Run.objects.filter(pk__in=run_ids, cancel_requested=False).exclude(
+        session__owner__is_active=False
+    )
     return set(run_ids) - set(going_on.values_list("pk", flat=True))
 
 

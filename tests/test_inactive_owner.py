@@ -4,6 +4,9 @@ as a queryset update or raw SQL would, so that only the turn's own check stands)
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
@@ -70,3 +73,24 @@ async def test_a_door_turn_of_a_deactivated_account_is_refused(ada: User) -> Non
 
     with pytest.raises(TurnError, match="is deactivated"):
         await run_turn(SessionRef("web:a1", fresh), "hello", channel="web")
+
+
+async def test_a_running_turn_of_an_account_deactivated_quietly_stops(
+    llm: ScriptedLLM, ada: User
+) -> None:
+    """With no signal there was no stop: a turn already running went on to its end."""
+    llm.tool_call("exec", {"command": "sleep 30"}).reply("never sent")
+    turn = asyncio.create_task(run_turn(SessionRef("web:busy", ada), "work", channel="web"))
+    while not llm.requests:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # the command has started
+
+    started = time.monotonic()
+    await sync_to_async(deactivate_quietly)(ada)
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+
+    assert time.monotonic() - started < 5
+    assert len(llm.requests) == 1
+    run = await sync_to_async(Run.objects.get)(session__key="web:busy")
+    assert run.status == "cancelled"
