@@ -201,7 +201,7 @@ class AgentLoop:
                     result.iterations -= 1
                     continue
                 return self._failed(result, error)
-            _add_usage(result, response)
+            _add_usage(result, response.usage, response.cost)
             if self.spending is not None:
                 await self.spending.settle(response.cost)
 
@@ -252,6 +252,7 @@ class AgentLoop:
             # stopped) and in the model's next call.
             said = stream.said()
             await stream.end(stopped=bool(said.strip()))
+            await self._count_cut(messages, "".join(stream.written))
             if said.strip():
                 await self._record(
                     turn, {"role": "assistant", "content": said, "stopped": True}, None
@@ -264,6 +265,25 @@ class AgentLoop:
         self._model_step(started, clock, response, None)
         await stream.end()
         return response
+
+    async def _count_cut(self, messages: list[LLMMessage], written: str) -> None:
+        """A call stopped mid-reply was paid for all the same, though no usage came: what it
+        sent and what it wrote before the stop count, estimated, as its usage and cost (else
+        a person who stopped each reply just short of its end read it for nothing)."""
+        try:
+            prompt = self._tokens_sent(messages)
+            completion = self.budget.counter.text(written) if written else 0
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+            cost = await self.llm.cost_of(usage)
+            _add_usage(self.result, usage, cost)
+            if self.spending is not None:
+                await self.spending.settle(cost)
+        except Exception:  # the stop goes on whatever this could not count
+            logger.exception("could not count a model call cut short")
 
     async def _act(
         self,
@@ -409,8 +429,8 @@ class AgentLoop:
         return result
 
 
-def _add_usage(result: LoopResult, response: LLMResponse) -> None:
-    for key, value in response.usage.items():
+def _add_usage(result: LoopResult, usage: dict[str, int], cost: float | None) -> None:
+    for key, value in usage.items():
         result.usage[key] = result.usage.get(key, 0) + value
-    if response.cost is not None:
-        result.cost = (result.cost or 0.0) + response.cost
+    if cost is not None:
+        result.cost = (result.cost or 0.0) + cost

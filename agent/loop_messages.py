@@ -25,6 +25,8 @@ class StreamEvents:
         self.msg_id = ""
         # The text of the current message so far.
         self.parts: list[str] = []
+        # What the model has written in this call, its reasoning included.
+        self.written: list[str] = []
 
     async def text(self, delta: str) -> None:
         if not self.msg_id:
@@ -32,6 +34,7 @@ class StreamEvents:
             self.parts = []
             await self.emit(StreamStart(msg_id=self.msg_id))
         self.parts.append(delta)
+        self.written.append(delta)
         await self.emit(StreamChunk(msg_id=self.msg_id, content=delta))
 
     def said(self) -> str:
@@ -39,6 +42,7 @@ class StreamEvents:
         return "".join(self.parts) if self.msg_id else ""
 
     async def reasoning(self, delta: str) -> None:
+        self.written.append(delta)
         await self.emit(Thinking(content=delta))
 
     async def retry(self, attempt: int, delay: float, error: LLMError) -> None:

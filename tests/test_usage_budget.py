@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from agent.events import StreamChunk
 from agent.turn import OverBudget, SessionGone, SessionRef, run_turn
 from cron_app import services as cron_services
 from cron_app.models import CronJob
@@ -255,6 +256,35 @@ async def test_a_turn_whose_chat_is_deleted_as_it_runs_still_counts_what_it_cost
     assert deleted.is_set()
     line = await sync_to_async(DailyUsage.objects.get)(owner=ada, day=today())
     assert (line.runs, line.priced_cost) == (1, Decimal(str(COST)) * len(llm.requests))
+    assert not await sync_to_async(SpendingHold.objects.exists)()
+
+
+async def test_a_reply_stopped_before_its_end_counts_what_it_sent_and_wrote(
+    budget: Any, llm: ScriptedLLM, ada: User
+) -> None:
+    """A stopped call brought no usage and counted nothing: a person who stopped each reply
+    just short of its end read it for free, past any budget."""
+    llm.reply("word " * 400, chunks=40, chunk_delay=0.05)
+    shown: list[str] = []
+
+    async def screen(event: Any) -> None:
+        if isinstance(event, StreamChunk):
+            shown.append(event.content)
+
+    turn = asyncio.create_task(
+        run_turn(SessionRef("web:cut", ada), "tell me everything", channel="web", emit=screen)
+    )
+    while len(shown) < 5:
+        await asyncio.sleep(0.01)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+
+    line = await sync_to_async(DailyUsage.objects.get)(owner=ada, day=today())
+    assert line.prompt_tokens > 100  # the system prompt and the tools, at the least
+    assert 50 <= line.completion_tokens < 400  # what it wrote, not what it would have
+    price = 0.5e-6 * line.prompt_tokens + 1.5e-6 * line.completion_tokens
+    assert line.priced_cost == pytest.approx(Decimal(str(price)), abs=Decimal("0.000001"))
     assert not await sync_to_async(SpendingHold.objects.exists)()
 
 
