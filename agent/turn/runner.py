@@ -173,7 +173,10 @@ class TurnRunner:
         """A tool of the turn wrote `path` (None: a command, which may have written
         anything): the heartbeat's watch looks at its file."""
         if self.heartbeat is not None:
-            await self.heartbeat.look(path)
+            try:
+                await self.heartbeat.look(path)
+            except Exception:  # the tool's own answer stands; the turn's end looks again
+                logger.exception("run %s could not record the heartbeat's limits", self.run_id)
 
     async def _record_heartbeat_limits(self) -> None:
         """The user's HEARTBEAT.md changed in this turn: the heartbeat keeps to this turn's
@@ -432,11 +435,7 @@ class TurnRunner:
         # The record is closed after the messages it counts are saved, and is closed whatever
         # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
         # then updates nothing.
-        if self.heartbeat is not None:
-            try:  # whatever ended the turn, even a stop in the middle of a command
-                await self.heartbeat.look()
-            except Exception:
-                logger.exception("run %s could not record the heartbeat's limits", self.run_id)
+        await self._wrote(None)  # whatever ended the turn, even a stop mid-command
         messages: list[Entry] = []
         try:
             messages = await self.log.held()
