@@ -97,6 +97,13 @@ def _lock_holders(session_id: int) -> list[int]:
 
 
 @sync_to_async
+def _named(pid: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT application_name FROM pg_stat_activity WHERE pid = %s", [pid])
+        return str(cursor.fetchone()[0])
+
+
+@sync_to_async
 def _terminate(pid: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
@@ -142,6 +149,7 @@ async def test_a_turn_whose_lock_was_dropped_takes_it_again_and_ends_well(
     turn = asyncio.create_task(run_turn(KEY, "first", channel="cli"))
     await _until(lambda: len(llm.requests) == 2 and llm.calls_here == 1)
     (holder,) = await _lock_holders(session_id)
+    assert await _named(holder) == locks.lock_connection_name()
 
     await _terminate(holder)
 
@@ -216,21 +224,22 @@ async def test_a_turn_whose_lock_went_to_another_turn_stops_and_saves_nothing_mo
 
 
 @sync_to_async
-def _lock_connections(within: float = 3.0) -> int:
-    """This database's connections whose last query was on a session lock: open ones only.
-    A backend leaves the list a moment after its client closed, not at once: a closed
-    connection is given `within` seconds to go, a leaked one stays."""
+def _lock_connections(within: float = 3.0) -> list[tuple[Any, ...]]:
+    """This process's open connections for session locks (as pg_stat_activity has them). A
+    backend leaves the list a moment after its client closed, not at once: a closed
+    connection is given `within` seconds to go, a leaked one stays. (Another process's, such
+    as the one the test before ran, may still be going: they are not this process's.)"""
     deadline = time.monotonic() + within
     while True:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND query LIKE %s",
-                ["%pg\\_%advisory\\_%"],
+                "SELECT pid, backend_start, state, query FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                [locks.lock_connection_name()],
             )
-            count = int(cursor.fetchone()[0])
-        if count == 0 or time.monotonic() > deadline:
-            return count
+            found = cursor.fetchall()
+        if not found or time.monotonic() > deadline:
+            return found
         time.sleep(0.05)
 
 
@@ -253,4 +262,4 @@ async def test_a_turn_run_from_sync_code_leaves_no_lock_connection_or_keeper_beh
         status, left = await asyncio.to_thread(worker)
         assert status == "succeeded"
         assert left == (None, None, {})
-    assert await _lock_connections() == 0
+    assert await _lock_connections() == []

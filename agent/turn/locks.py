@@ -289,6 +289,8 @@ async def _connect(*, attempts: int) -> Any:
     # for the system's two hours, and its turn with it: TCP keepalives find it in a minute.
     for name, value in KEEPALIVES.items():
         params.setdefault(name, value)
+    # Named in pg_stat_activity, by process: an operator tells the lock connections apart.
+    params["application_name"] = lock_connection_name()
     import tenacity  # with psycopg: only a site on PostgreSQL takes these locks
 
     retrying = tenacity.AsyncRetrying(
@@ -301,6 +303,11 @@ async def _connect(*, attempts: int) -> Any:
         with attempt:
             return await psycopg.AsyncConnection.connect(**params, autocommit=True)
     raise AssertionError("unreachable: the last failure is raised")
+
+
+def lock_connection_name(pid: int | None = None) -> str:
+    """The `application_name` of the lock connections of process `pid` (this one's)."""
+    return f"agentsite session locks {os.getpid() if pid is None else pid}"
 
 
 def _on_postgresql() -> bool:
