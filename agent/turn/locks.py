@@ -139,16 +139,24 @@ class _LockConnection:
         finally:
             self.users -= 1
             if not self.users:
-                await asyncio.shield(self._close())
+                keeper = self._close()
+                if keeper is not None:
+                    await asyncio.shield(asyncio.wait([keeper]))
 
-    async def _close(self) -> None:
+    def _close(self) -> asyncio.Task[None] | None:
+        """Close the connection and cancel the keeper, at once: nothing here waits, so that
+        neither a second cancel nor the end of the event loop (a worker's task, a test) can
+        leave the connection open, holding a backend of the database, until the garbage
+        collector finds it. The keeper, to be waited for, is returned."""
         idle, self.conn = self.conn, None
         keeper, self.keeper = self.keeper, None
         if keeper is not None:
+            # First: it would take a connection it finds closed for lost, and open another.
             keeper.cancel()
-            await asyncio.wait([keeper])
-        if idle is not None:
-            await _close_quietly(idle)
+        if idle is not None and not idle.closed:
+            with contextlib.suppress(Exception):
+                idle.pgconn.finish()  # all AsyncConnection.close does, without its await
+        return keeper
 
     async def take(self, key: tuple[int, int]) -> None:
         """Wait until this loop holds `key`, for the current task."""
