@@ -23,6 +23,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_app import services
 from sessions_app.durations import between
 from sessions_app.models import (
     Approval,
@@ -132,6 +133,15 @@ class SessionAdmin(admin.ModelAdmin):
         "latest_runs",
     )
     date_hierarchy = "updated"
+
+    def delete_model(self, request: HttpRequest, obj: Session) -> None:
+        services.delete_session(session=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        # One by one, each locked first (`delete_session`): a chat whose turn is writing
+        # meanwhile is deleted all the same.
+        for session in queryset:
+            services.delete_session(session=session)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # conversations make sessions; a key typed here would name none

@@ -472,9 +472,16 @@ def request_user_stop(*, owner_id: int) -> UserStop:
     return UserStop(asked, running, sorted(set(waiting)))
 
 
+@transaction.atomic
 def delete_session(*, session: Session) -> None:
     """Delete the session with its messages and runs. A turn still running notices within
-    a poll (its run is gone) and stops; `post_delete` tells its sockets."""
+    a poll (its run is gone) and stops; `post_delete` tells its sockets.
+
+    The session's row is locked first, as every write of a turn locks it: a turn's messages
+    or run are then added either before, and go with it, or after, and find it gone. Else a
+    message added between Django's look at what to delete and its delete of the session
+    failed the delete, on PostgreSQL, with a foreign key violation."""
+    _lock_session(session)
     session.delete()
 
 

@@ -23,6 +23,7 @@ from agent.turn import OverBudget, SessionGone, SessionRef, run_turn
 from cron_app import services as cron_services
 from cron_app.models import CronJob
 from sessions_app.models import DailyUsage, Message, Run, Session, SpendingHold, UserBudget
+from sessions_app.services import delete_session
 from sessions_app.usage import add_usage, today
 from tests.conftest import ROOT, run_manage
 from tests.jobs import hold_queue
@@ -237,7 +238,8 @@ async def test_a_turn_whose_chat_is_deleted_as_it_runs_still_counts_what_it_cost
     async def delete_the_chat() -> None:
         while not llm.requests:
             await asyncio.sleep(0.01)
-        await sync_to_async(Session.objects.filter(key="web:gone").delete)()
+        session = await sync_to_async(Session.objects.get)(key="web:gone")
+        await sync_to_async(delete_session)(session=session)  # as the API's DELETE does
         deleted.set()
 
     if when == "as it calls a tool":
