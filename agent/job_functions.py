@@ -13,6 +13,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.db import transaction
 
 from agent import jobs, turn
 from agent.conf import agent_settings
@@ -113,16 +114,19 @@ HEARTBEAT_SCHEDULE = "Heartbeat"
 def ensure_schedules(**kwargs: Any) -> None:
     """The worker's periodic jobs as the settings say: after every `migrate` (`post_migrate`)
     and as every worker starts (`manage.py qcluster`), even if someone deleted or changed one
-    in the admin since. A heartbeat interval of 0 deletes its schedule."""
-    # Every 20 seconds; the worker looks at its schedules every 30.
-    ensure_schedule(name=SWEEP_SCHEDULE, func=jobs.FAIL_DEAD_RUNS, cron="* * * * * */20")
-    interval = agent_settings().heartbeat_interval
-    if interval > 0:
-        minutes = max(1, round(interval / 60))  # django-q2 counts intervals in minutes
-        ensure_schedule(name=HEARTBEAT_SCHEDULE, func=jobs.RUN_HEARTBEAT, minutes=minutes)
-        _no_later_than(HEARTBEAT_SCHEDULE, timedelta(minutes=minutes))
-    else:
-        drop_schedule(name=HEARTBEAT_SCHEDULE)
+    in the admin since. A heartbeat interval of 0 deletes its schedule. In one transaction:
+    no one (the scheduler, the admin) sees a schedule half changed, its new interval with
+    its old next run."""
+    with transaction.atomic():
+        # Every 20 seconds; the worker looks at its schedules every 30.
+        ensure_schedule(name=SWEEP_SCHEDULE, func=jobs.FAIL_DEAD_RUNS, cron="* * * * * */20")
+        interval = agent_settings().heartbeat_interval
+        if interval > 0:
+            minutes = max(1, round(interval / 60))  # django-q2 counts intervals in minutes
+            ensure_schedule(name=HEARTBEAT_SCHEDULE, func=jobs.RUN_HEARTBEAT, minutes=minutes)
+            _no_later_than(HEARTBEAT_SCHEDULE, timedelta(minutes=minutes))
+        else:
+            drop_schedule(name=HEARTBEAT_SCHEDULE)
 
 
 def _no_later_than(name: str, interval: timedelta) -> None:
