@@ -25,6 +25,23 @@ from tests.llm_server import ScriptedLLM
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 LOGIN = ("tester", "tester-pass-123")
+# Set by .ci/run, which installs everything the sandbox's tests need (bubblewrap, slirp4netns,
+# a tun device, the system's python3) and runs as root: there a test that would skip for a
+# missing part fails instead, so that no defence goes untested unnoticed.
+SANDBOX_REQUIRED = os.environ.get("AGENTSITE_TESTS_NEED_SANDBOX") == "1"
+
+
+def needs(missing: bool, reason: str) -> pytest.MarkDecorator:
+    """`skipif(missing)` on a developer's machine; where the sandbox is required, no skip:
+    the test runs and fails on what is missing."""
+    return pytest.mark.skipif(missing and not SANDBOX_REQUIRED, reason=reason)
+
+
+def skip_for_missing(reason: str) -> None:
+    """Skip a test for a part of the machine it lacks, or fail where it is required."""
+    if SANDBOX_REQUIRED:
+        pytest.fail(f"{reason} (.ci/run installs it; AGENTSITE_TESTS_NEED_SANDBOX is set)")
+    pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

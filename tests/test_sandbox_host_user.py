@@ -28,12 +28,11 @@ from agent.tools.guards.uploads import save_upload
 from agent.tools.sandbox import HOST_UID, find_sandbox
 from agent.tools.shell import ExecTool
 from agent.turn import SessionRef, run_turn
+from tests.conftest import needs
 from tests.llm_server import ScriptedLLM
 from tests.test_tools_exec import host_processes, sleeper
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="as an ordinary user, commands run as that user, as before"
-)
+pytestmark = needs(os.geteuid() != 0, "as an ordinary user, commands run as that user, as before")
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
@@ -192,7 +191,7 @@ async def test_exec_refuses_plainly_where_its_account_cannot_reach_the_workspace
     assert exec_problems() == []
 
 
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="the bomb is the system's python3")
+@needs(not SYSTEM_PYTHON.exists(), "the bomb is the system's python3")
 async def test_one_users_fork_bomb_leaves_another_users_commands_room(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ import pytest
 from agent.tools import Limits
 from agent.tools.guards import Workspace
 from agent.tools.shell import ExecTool
+from tests.conftest import needs
 from tests.internet_host import PAGE
 from tests.test_sandbox_network import (
     OUTSIDE_A_TURN,
@@ -35,10 +36,10 @@ NAME = "web.internet.test"
 # Run inside the sandbox: prints what a URL answers.
 FETCH = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read())"
 pytestmark = [
-    pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system's python3"),
-    pytest.mark.skipif(
+    needs(not Path("/usr/bin/python3").exists(), "needs the system's python3"),
+    needs(
         os.geteuid() != 0 or IP is None,
-        reason="a network namespace for the test's own internet host needs root and iproute2",
+        "a network namespace for the test's own internet host needs root and iproute2",
     ),
 ]
 

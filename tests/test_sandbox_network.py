@@ -25,13 +25,12 @@ from agent.tools.guards import Workspace
 from agent.tools.netrules import host_addresses
 from agent.tools.shell import ExecTool
 from agent.tools.tool_errors import ToolError
+from tests.conftest import needs, skip_for_missing
 from tests.test_security_exec import RUNUSER, SYSTEM_PYTHON, WHY_NOT_AS_NOBODY
 from tests.test_tools_exec import host_processes, sleeper
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(
-    not Path("/usr/bin/python3").exists(), reason="needs the system's python3"
-)
+pytestmark = needs(not Path("/usr/bin/python3").exists(), "needs the system's python3")
 OUTSIDE_A_TURN = ToolContext.detached()
 
 # Run inside the sandbox: tries each HOST:PORT and says how it went and how long it took.
@@ -56,7 +55,7 @@ def network_or_skip() -> None:
     network must work."""
     missing = sandbox_module.network_helper_missing()
     if missing is not None or not Path("/dev/net/tun").exists():
-        pytest.skip(f"no sandbox can have a network here: {missing or 'no /dev/net/tun'}")
+        skip_for_missing(f"no sandbox can have a network here: {missing or 'no /dev/net/tun'}")
     assert sandbox_module.network_problem() is None
 
 
@@ -181,7 +180,7 @@ async def test_the_command_has_no_power_over_its_network(networked: ExecTool) ->
     assert caps == ["0000000000000000"] * 5
 
 
-@pytest.mark.skipif(WHY_NOT_AS_NOBODY is not None, reason=str(WHY_NOT_AS_NOBODY))
+@needs(WHY_NOT_AS_NOBODY is not None, str(WHY_NOT_AS_NOBODY))
 def test_as_an_ordinary_user_the_network_is_fenced_the_same(
     tmp_path: Path, host_listeners: tuple[int, int]
 ) -> None:

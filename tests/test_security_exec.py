@@ -24,6 +24,7 @@ from agent.tools.cgroups import find_parent
 from agent.tools.guards import Workspace
 from agent.tools.sandbox import sandbox_env
 from agent.tools.shell import ExecTool
+from tests.conftest import needs, skip_for_missing
 from tests.test_tools_exec import host_processes, sleeper, wait_gone
 
 SECRET = "sk-planted-secret-4f1d9"
@@ -203,7 +204,7 @@ def test_the_sandbox_dies_with_the_server(workspace: Path) -> None:
     assert not any(map(host_processes, sleepers))
 
 
-@pytest.mark.skipif(find_parent() is None, reason="needs a cgroup this process can make (root)")
+@needs(find_parent() is None, "needs a cgroup this process can make (root)")
 def test_what_a_dead_server_left_in_its_cgroups_is_killed() -> None:
     """A server killed in the moment between starting a sandbox and the sandbox tying itself
     to the server's life leaves a command behind; the next server to look cleans it up."""
@@ -224,7 +225,7 @@ def test_what_a_dead_server_left_in_its_cgroups_is_killed() -> None:
         orphan.kill()
 
 
-@pytest.mark.skipif(find_parent() is None, reason="needs a cgroup this process can make (root)")
+@needs(find_parent() is None, "needs a cgroup this process can make (root)")
 async def test_what_outlives_a_command_in_its_cgroup_is_killed_when_it_ends(
     tools: ToolRegistry,
 ) -> None:
@@ -299,7 +300,7 @@ async def test_limits_are_set_for_every_process(tools: ToolRegistry) -> None:
     assert rows["Max core file size"][:2] == ["0", "0"]
 
 
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to allocate")
+@needs(not SYSTEM_PYTHON.exists(), "needs the system's python3 to allocate")
 async def test_memory_is_capped(tools: ToolRegistry) -> None:
     result = await run(tools, "python3 -c 'bytearray(400 * 1024 * 1024)'")
     assert "MemoryError" in result
@@ -328,20 +329,20 @@ def connect_command(port: int) -> str:
     )
 
 
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to connect")
+@needs(not SYSTEM_PYTHON.exists(), "needs the system's python3 to connect")
 async def test_the_network_is_off(tools: ToolRegistry, listener: int) -> None:
     result = await run(tools, connect_command(listener))
     assert "connected" not in result and "Error" in result
 
 
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system's python3 to connect")
+@needs(not SYSTEM_PYTHON.exists(), "needs the system's python3 to connect")
 async def test_with_the_network_on_the_hosts_loopback_is_still_out_of_reach(
     workspace: Path, listener: int
 ) -> None:
     """The network a setting allows is the internet's, not the host's:
     `tests/test_sandbox_network.py` holds the rest."""
     if sandbox_module.network_helper_missing() is not None:
-        pytest.skip(str(sandbox_module.network_helper_missing()))
+        skip_for_missing(str(sandbox_module.network_helper_missing()))
     tool = ExecTool(Workspace(workspace), timeout=5, limits=Limits(network=True))
     result = await tool.execute(OUTSIDE_A_TURN, command=connect_command(listener))
     assert "connected" not in result and "Connection refused" in result
@@ -409,7 +410,7 @@ def _ordinary_user_python() -> str | None:
 WHY_NOT_AS_NOBODY = _ordinary_user_python()
 
 
-@pytest.mark.skipif(WHY_NOT_AS_NOBODY is not None, reason=str(WHY_NOT_AS_NOBODY))
+@needs(WHY_NOT_AS_NOBODY is not None, str(WHY_NOT_AS_NOBODY))
 def test_as_an_ordinary_user_the_process_cap_holds_without_cgroups() -> None:
     """Most servers run as an ordinary user: there the kernel's per-user process limit,
     counted per sandbox, is what caps a fork bomb."""
