@@ -4,7 +4,8 @@
 environment, reads each of them from there (`read_settings`) into a Django setting of the
 same name, so that `override_settings` and the admin's tooling see them as any other.
 Code reads them through `agent_settings()`, a typed, frozen view made at call time; the
-README's settings table and a test keep the declaration and the documentation one list.
+settings table in docs/configuration.md and a test keep the declaration and the
+documentation one list.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Take README's screenshot of the chat page: a scratch site, the scripted model, one turn
-with a tool call, in Debian's Chromium.
+"""Take the screenshot of the chat page that README and docs/index.md show: a scratch site,
+the scripted model, one turn with a tool call, in Debian's Chromium.
 
     .venv/bin/python scripts/screenshot.py [--out docs/chat.png] [--dark]
 """
