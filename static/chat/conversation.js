@@ -1,20 +1,12 @@
 // The conversation view: bubbles, streamed replies, tool cards, system lines,
-// the thinking indicator and autoscroll. It knows nothing about sockets.
+// the thinking indicator and autoscroll (the tool cards themselves: toolcards.js). It knows
+// nothing about sockets.
 
-import {
-  el,
-  icon,
-  copyButton,
-  contentText,
-  parseArguments,
-  summariseArguments,
-  formatDuration,
-  formatUsage,
-} from "./util.js";
+import { el, icon, copyButton, contentText, formatUsage } from "./util.js";
 import { renderMarkdown } from "./markdown.js";
+import { toolCard, showResult, settleCard } from "./toolcards.js";
 
 const NOTE_MAX = 300;
-const RESULT_MAX = 100000;
 const norm = (text) => contentText(text).replace(/\s+/g, " ").trim();
 
 export class Conversation {
@@ -267,73 +259,22 @@ export class Conversation {
   toolCall(id, name, args) {
     const key = id ? String(id) : `anon-${this.cards.size}`;
     if (this.cards.has(key)) return this.cards.get(key);
-    const [parsed, pretty] = parseArguments(args);
-    const status = el("span", { class: "tool-status", "aria-hidden": "true" });
-    const state = el("span", { class: "sr-only", text: "running" });
-    const duration = el("span", { class: "tool-duration" });
-    const result = el("pre", { class: "tool-result", tabindex: "0" });
-    const resultSection = el(
-      "div",
-      { class: "tool-section", hidden: true },
-      el("div", { class: "tool-section-label", text: "Result" }),
-      result,
-    );
-    const node = el(
-      "details",
-      { class: "tool-card", dataset: { toolName: name || "tool", toolId: key, status: "running" } },
-      el(
-        "summary",
-        { class: "tool-summary" },
-        status,
-        el("span", { class: "tool-name", text: name || "tool" }),
-        el("span", { class: "tool-args", text: summariseArguments(parsed, pretty) }),
-        duration,
-        state,
-      ),
-      el(
-        "div",
-        { class: "tool-body" },
-        el(
-          "div",
-          { class: "tool-section" },
-          el("div", { class: "tool-section-label", text: "Arguments" }),
-          el("pre", { class: "tool-args-full", tabindex: "0", text: pretty }),
-        ),
-        resultSection,
-      ),
-    );
-    const card = { node, result, resultSection, duration, state, done: false };
+    const card = toolCard(key, name, args);
     this.cards.set(key, card);
-    this.add(node);
+    this.add(card.node);
     return card;
   }
 
   toolResult(id, name, result, durationMs) {
     const key = id ? String(id) : "";
     const card = this.cards.get(key) || this.toolCall(key || undefined, name, null);
-    let text = typeof result === "string" ? result : contentText(result);
-    const isError = /^\s*error/i.test(text);
-    if (text.length > RESULT_MAX) {
-      text = `${text.slice(0, RESULT_MAX)}\n… (${(text.length - RESULT_MAX).toLocaleString()} more characters not shown)`;
-    }
-    card.result.textContent = text || "(no output)";
-    card.resultSection.hidden = false;
-    card.duration.textContent = formatDuration(durationMs);
-    card.node.dataset.status = isError ? "error" : "done";
-    card.node.classList.toggle("error", isError);
-    card.state.textContent = isError ? "failed" : "done";
-    card.done = true;
+    showResult(card, result, durationMs);
     this.follow();
   }
 
   /** A turn ended: cards still spinning will never get a result. */
   settleTools() {
-    for (const card of this.cards.values()) {
-      if (card.done) continue;
-      card.done = true;
-      card.node.dataset.status = "incomplete";
-      card.state.textContent = "no result";
-    }
+    for (const card of this.cards.values()) settleCard(card);
   }
 
   // ---- history ----------------------------------------------------------
