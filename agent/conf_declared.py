@@ -1,0 +1,305 @@
+"""The agent's settings as declared: each one's name, type, default and what it does.
+
+This is the one list of them. `agent.conf_read` reads them from the environment for
+agentsite/settings.py, `agent.conf` makes their typed view, and the settings table of
+docs/configuration.md and a test hold the documentation to the same list. Nothing here imports Django, so the
+settings module can load it before Django is set up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["str", "int", "float", "bool", "list"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: `name` in the environment and in Django's settings, `field` in
+    `AgentSettings`."""
+
+    name: str
+    kind: Kind
+    default: Any
+    doc: str
+    field: str
+    # Earlier names, read when `name` is not set.
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # The model.
+    Setting("AGENT_MODEL", "str", "", "litellm model id of the default model", "model"),
+    Setting(
+        "AGENT_MODELS",
+        "list",
+        [],
+        "model ids users may pick besides AGENT_MODEL; any other is refused",
+        "model_choices",
+    ),
+    Setting("AGENT_API_BASE", "str", "", "an OpenAI-compatible server's URL", "api_base"),
+    Setting(
+        "AGENT_API_KEY",
+        "str",
+        "",
+        "the key for AGENT_API_BASE (OPENAI_API_KEY when unset and a base is given)",
+        "api_key",
+    ),
+    Setting("OPENAI_API_KEY", "str", "", "OpenAI's key, as litellm reads it", "openai_api_key"),
+    Setting(
+        "OPENAI_BASE_URL",
+        "str",
+        "",
+        "OpenAI's address for `openai/<name>` without AGENT_API_BASE",
+        "openai_base_url",
+        aliases=("OPENAI_API_BASE",),
+    ),
+    Setting(
+        "AGENT_LLM_BACKEND",
+        "str",
+        "auto",
+        "auto: OpenAI's protocol spoken directly to openai/ models, litellm for the rest",
+        "llm_backend",
+        choices=("auto", "litellm"),
+    ),
+    Setting("AGENT_TEMPERATURE", "float", 0.1, "sampling temperature", "temperature"),
+    Setting("AGENT_MAX_TOKENS", "int", 4096, "tokens per model answer", "max_tokens"),
+    Setting(
+        "AGENT_CONTEXT_WINDOW",
+        "int",
+        0,
+        "the model's context window in tokens; 0 takes litellm's table",
+        "context_window",
+    ),
+    Setting(
+        "AGENT_LLM_TIMEOUT",
+        "float",
+        120.0,
+        "seconds without a streamed chunk before a model call counts as hung",
+        "llm_timeout",
+    ),
+    Setting("AGENT_LLM_MAX_RETRIES", "int", 4, "retries of a failed model call", "llm_max_retries"),
+    Setting(
+        "AGENT_LLM_RETRY_BUDGET",
+        "float",
+        60.0,
+        "seconds all of a call's retry waits may add up to",
+        "llm_retry_budget",
+    ),
+    # Turns.
+    Setting("AGENT_WORKSPACE", "str", "", "the workspace folder (./workspace)", "workspace"),
+    Setting("AGENT_MAX_ITERATIONS", "int", 20, "model calls per turn", "max_iterations"),
+    Setting(
+        "AGENT_SUBAGENT_MAX_ITERATIONS",
+        "int",
+        15,
+        "model calls per sub-agent",
+        "subagent_max_iterations",
+    ),
+    Setting(
+        "AGENT_MEMORY_WINDOW",
+        "int",
+        50,
+        "history messages loaded per turn; past it, the oldest are consolidated",
+        "memory_window",
+    ),
+    Setting(
+        "AGENT_TURN_RATE",
+        "str",
+        "30/min",
+        "turns each user may start (chat, API, cron runs, sub-agents), as DRF writes rates",
+        "turn_rate",
+        aliases=("AGENT_API_TASK_RATE",),
+    ),
+    Setting(
+        "AGENT_HEARTBEAT_INTERVAL",
+        "int",
+        1800,
+        "seconds between looks at each user's HEARTBEAT.md; 0 turns them off",
+        "heartbeat_interval",
+    ),
+    Setting("AGENT_CRON_MAX_JOBS", "int", 20, "cron jobs one user may have", "cron_max_jobs"),
+    Setting(
+        "AGENT_TRACE",
+        "bool",
+        True,
+        "record each model call and tool call of a run (its trace, the admin's timeline)",
+        "trace",
+    ),
+    # OpenTelemetry, under the names its SDKs read everywhere (agent/turn/telemetry.py).
+    Setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "str",
+        "",
+        "an OTLP/HTTP collector's base URL: runs, model calls and tool calls go there as spans",
+        "otel_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "str",
+        "",
+        "the collector's URL for traces itself, instead of <OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces",
+        "otel_traces_endpoint",
+    ),
+    Setting(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "str",
+        "",
+        "headers sent with each export, as name=value pairs separated by commas",
+        "otel_headers",
+    ),
+    Setting(
+        "OTEL_SERVICE_NAME",
+        "str",
+        "agentsite",
+        "the service the spans say they come from",
+        "otel_service",
+    ),
+    # Usage and cost.
+    Setting(
+        "AGENT_MODEL_PRICES",
+        "str",
+        "",
+        'JSON prices in USD per million tokens: {"openai/llama3": {"input": 0.5, "output": 1.5}}',
+        "model_prices",
+    ),
+    Setting(
+        "AGENT_USER_DAILY_BUDGET",
+        "float",
+        0.0,
+        "USD each user's runs may cost per UTC day; 0: no budget",
+        "user_daily_budget",
+    ),
+    # Tools.
+    Setting(
+        "AGENT_TOOLS",
+        "list",
+        [],
+        "dotted paths of tools of your own, offered beside the built-in ones",
+        "tools",
+    ),
+    Setting(
+        "AGENT_APPROVE_TOOLS",
+        "list",
+        [],
+        "tools (names or globs such as mcp_*) that wait for a person's yes before they run",
+        "approve_tools",
+    ),
+    Setting(
+        "AGENT_APPROVAL_TIMEOUT",
+        "int",
+        600,
+        "seconds a tool call waits for its approval before it counts as declined",
+        "approval_timeout",
+    ),
+    Setting(
+        "AGENT_HOOKS_FILE",
+        "str",
+        "",
+        "JSON file of the operator's hook commands (<workspace>/hooks.json)",
+        "hooks_file",
+    ),
+    Setting(
+        "AGENT_HOOKS",
+        "list",
+        [],
+        "Python hook functions (package.module:function) called with every hook event",
+        "hooks",
+    ),
+    Setting(
+        "AGENT_RESTRICT_TO_WORKSPACE",
+        "bool",
+        True,
+        "file tools stay in the user's folder and exec runs in its sandbox",
+        "restrict_to_workspace",
+    ),
+    Setting("AGENT_EXEC_TIMEOUT", "int", 60, "seconds before exec kills a command", "exec_timeout"),
+    Setting(
+        "AGENT_EXEC_NETWORK",
+        "bool",
+        False,
+        "sandboxed commands may use the network",
+        "exec_network",
+    ),
+    Setting(
+        "AGENT_EXEC_UID",
+        "int",
+        1_900_000_000,
+        "uid and gid exec's sandbox and its network helper run as when the site runs as root",
+        "exec_uid",
+    ),
+    Setting(
+        "AGENT_EXEC_MAX_PROCESSES",
+        "int",
+        128,
+        "processes (threads count) a command may run at once",
+        "exec_max_processes",
+    ),
+    Setting(
+        "AGENT_EXEC_MEMORY_MB", "int", 1024, "memory per process of a command", "exec_memory_mb"
+    ),
+    Setting(
+        "AGENT_MAX_UPLOAD_BYTES",
+        "int",
+        20 * 1024 * 1024,
+        "the largest file a user may upload into their folder",
+        "max_upload_bytes",
+    ),
+    Setting(
+        "AGENT_WEB_ALLOW_PRIVATE",
+        "bool",
+        False,
+        "web_fetch may reach loopback, private and link-local addresses",
+        "web_allow_private",
+    ),
+    Setting("AGENT_WEB_TIMEOUT", "float", 20.0, "seconds per web request", "web_timeout"),
+    Setting("BRAVE_API_KEY", "str", "", "web_search asks Brave Search with it", "brave_api_key"),
+    Setting(
+        "AGENT_BRAVE_SEARCH_URL",
+        "str",
+        "https://api.search.brave.com/res/v1/web/search",
+        "Brave Search's address",
+        "brave_search_url",
+    ),
+    Setting(
+        "AGENT_DUCKDUCKGO_URL",
+        "str",
+        "https://html.duckduckgo.com/html/",
+        "DuckDuckGo's address, for web_search without a Brave key",
+        "duckduckgo_url",
+    ),
+    # The worker.
+    Setting("AGENT_WORKERS", "int", 2, "django-q2 worker processes", "workers"),
+    Setting("AGENT_TASK_TIMEOUT", "int", 3600, "seconds a background task may run", "task_timeout"),
+    # Signing in.
+    Setting(
+        "AGENT_LOGIN_FAILURE_LIMIT",
+        "int",
+        5,
+        "wrong passwords for one username before it is locked; 0 turns the throttle off",
+        "login_failure_limit",
+    ),
+    Setting(
+        "AGENT_LOGIN_ADDRESS_FAILURE_LIMIT",
+        "int",
+        20,
+        "wrong passwords from one address before it is locked",
+        "login_address_failure_limit",
+    ),
+    Setting(
+        "AGENT_LOGIN_COOLOFF",
+        "int",
+        900,
+        "seconds a lock lasts after the last failure",
+        "login_cooloff",
+    ),
+    Setting(
+        "AGENT_PROXY_COUNT",
+        "int",
+        0,
+        "reverse proxies in front that append to X-Forwarded-For",
+        "proxy_count",
+    ),
+)
