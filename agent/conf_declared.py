@@ -2,8 +2,8 @@
 
 This is the one list of them. `agent.conf_read` reads them from the environment for
 agentsite/settings.py, `agent.conf` makes their typed view, and the settings table of
-docs/configuration.md and a test hold the documentation to the same list. Nothing here imports Django, so the
-settings module can load it before Django is set up.
+docs/configuration.md and a test hold the documentation to the same list. Nothing here
+imports Django, so the settings module can load it before Django is set up.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from agent.conf import agent_settings
 from agent.turn import delivering
 from cron_app import dispatch
 from cron_app.services import drop_schedule, ensure_schedule
-from sessions_app import selectors, services
+from sessions_app import runs as run_records
+from sessions_app import selectors
 from sessions_app.models import Run
 
 logger = logging.getLogger(__name__)
@@ -145,7 +146,9 @@ def fail_dead_runs() -> int:
     cron job long overdue, which only happens when no cluster's dispatcher is running."""
     # django-q2 gives a task this long before it would hand it out again (with the ORM
     # broker; Redis never does): a run still queued after that has lost its task.
-    dead = services.fail_dead_runs(unstarted_after=timedelta(seconds=settings.Q_CLUSTER["retry"]))
+    dead = run_records.fail_dead_runs(
+        unstarted_after=timedelta(seconds=settings.Q_CLUSTER["retry"])
+    )
     if dead:
         logger.warning(
             "marked %d turn(s) failed: their process died, or none started them", len(dead)

@@ -12,6 +12,9 @@ from django.db import models
 from django.utils import timezone
 
 from agent import tool_patterns
+
+# `validate_tool_patterns` is named here too: the migrations refer to it by this path.
+from agent.tool_fields import tool_patterns_field, validate_tool_patterns  # noqa: F401
 from cron_app import timing
 
 OWNER_NEEDED = "a cron job needs an owner: its runs are that user's turns"
@@ -31,13 +34,6 @@ def validate_tools(value: Any) -> None:
     wrong = [item for item in value if not isinstance(item, str) or not TOOL_NAME.match(item)]
     if wrong:
         raise ValidationError([f"{item!r} is not a tool name" for item in wrong])
-
-
-def validate_tool_patterns(value: Any) -> None:
-    """A list of tool names or globs (`exec`, `mcp_*`)."""
-    found = tool_patterns.problems(value)
-    if found:
-        raise ValidationError(found)
 
 
 class CronJob(models.Model):
@@ -89,10 +85,7 @@ class CronJob(models.Model):
         help_text="The only tools its runs may use, as the turn that scheduled it was limited "
         'to, e.g. ["read_file"]; empty (null): every tool.',
     )
-    approve_tools = models.JSONField(
-        default=list,
-        blank=True,
-        validators=[validate_tool_patterns],
+    approve_tools = tool_patterns_field(
         help_text="Tools that waited for a person's yes in the turn that scheduled it, besides "
         "AGENT_APPROVE_TOOLS and the owner's: its runs, with no one to ask, refuse them.",
     )

@@ -1,18 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
-
-from django.core.exceptions import ValidationError
 from django.db import models
 
-from agent import tool_patterns
-
-
-def validate_tool_patterns(value: Any) -> None:
-    """A list of tool names or globs (`exec`, `mcp_*`)."""
-    found = tool_patterns.problems(value)
-    if found:
-        raise ValidationError(found)
+# `validate_tool_patterns` is named here too: the migrations refer to it by this path.
+from agent.tool_fields import tool_patterns_field, validate_tool_patterns  # noqa: F401
 
 
 class Skill(models.Model):
@@ -23,10 +14,7 @@ class Skill(models.Model):
     description = models.CharField(max_length=300, help_text="When the skill is useful.")
     content = models.TextField(help_text="The skill itself, in Markdown.")
     always = models.BooleanField(default=False, help_text="Inline it in every prompt.")
-    approve_tools = models.JSONField(
-        default=list,
-        blank=True,
-        validators=[validate_tool_patterns],
+    approve_tools = tool_patterns_field(
         help_text="Tools that wait for a person's yes while the skill is offered: a list such "
         'as ["exec", "mcp_*"].',
     )

@@ -106,10 +106,11 @@ def test_staff_change_what_a_job_carries_in_the_admin(
 
 
 def test_a_run_shows_what_it_carried_in_the_admin(admin_client: Client, ada: User) -> None:
+    from sessions_app import runs as run_records
     from sessions_app import services as session_services
 
     session = session_services.get_or_create_session(key="subagent:x", owner=ada)
-    run = session_services.queue_run(
+    run = run_records.queue_run(
         session=session, channel="subagent", prompt="p", model="m", approve_tools=["exec"]
     )
     page = admin_client.get(reverse("admin:sessions_app_run_change", args=[run.pk]))

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import Approval, Run, Session, UserPreferences
 from skills_app.models import Skill
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def waiting_run(owner: User) -> Run:
     session = services.get_or_create_session(key="web:waits", owner=owner)
-    run = services.start_new_run(session=session, channel="web", prompt="deploy", model="m")
+    run = run_records.start_new_run(session=session, channel="web", prompt="deploy", model="m")
     Run.objects.filter(pk=run.pk).update(status=Run.Status.WAITING)
     Approval.objects.create(
         run=run,
@@ -35,7 +36,7 @@ def waiting_run(owner: User) -> Run:
 def test_the_runs_that_wait_are_listed_with_their_calls(admin_client: Client, ada: User) -> None:
     run = waiting_run(ada)
     session = services.get_or_create_session(key="web:done", owner=ada)
-    services.start_new_run(session=session, channel="web", prompt="other", model="m")
+    run_records.start_new_run(session=session, channel="web", prompt="other", model="m")
 
     listed = admin_client.get(
         reverse("admin:sessions_app_run_changelist"), {"status__exact": "waiting"}

@@ -167,13 +167,14 @@ async def test_a_stop_that_comes_as_the_turn_begins_to_wait_ends_it(
 ) -> None:
     from agent.turn.approvals import STOPPED_RESULT
     from sessions_app import approvals, services
+    from sessions_app import runs as run_records
 
     ada = await sync_to_async(User.objects.create_user)("ada", password="pw-ada-123")
 
     @sync_to_async
     def park_a_stopped_run() -> tuple[Any, Run]:
         session = services.get_or_create_session(key="web:race", owner=ada)
-        run = services.start_new_run(session=session, channel="web", prompt="go", model="m")
+        run = run_records.start_new_run(session=session, channel="web", prompt="go", model="m")
         call = {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
         services.add_messages(
             session=session,

@@ -22,6 +22,7 @@ from django_q.tasks import async_task
 
 from agent import jobs
 from agent.turn import approve_task
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import Approval, Run
 from tests.conftest import LOGIN, ROOT, folder_of, free_port, login_token, wait_for_port
@@ -109,7 +110,7 @@ async def test_a_chat_waiting_through_a_daphne_restart_is_answered_in_the_new_on
 
 def queue_task(owner: User, prompt: str, key: str) -> Run:
     session = services.get_or_create_session(key=key, owner=owner)
-    run = services.queue_run(session=session, channel="api", prompt=prompt, model="")
+    run = run_records.queue_run(session=session, channel="api", prompt=prompt, model="")
     async_task(jobs.RUN_QUEUED_TASK, str(run.pk), task_name=f"turn-{run.pk}")
     return run
 
@@ -132,7 +133,7 @@ def test_a_task_waiting_through_a_killed_worker_goes_on_in_the_next(
         wait_for(lambda: status_of(run) == "waiting", what="the task to wait for an answer")
         kill(doomed)
     # The sweep leaves a waiting turn alone: no process is meant to run it.
-    assert services.fail_dead_runs() == []
+    assert run_records.fail_dead_runs() == []
     assert status_of(run) == "waiting"
     (call,) = Approval.objects.filter(run=run)
     assert call.name == "write_file" and call.status == "pending"

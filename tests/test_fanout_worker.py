@@ -23,6 +23,7 @@ from django.db import connections
 
 from agent.job_functions import run_queued_task
 from agent.turn import fanout, session_group
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import Run
 from tests.conftest import free_port, wait_for_port
@@ -67,7 +68,7 @@ def use_layer(settings: Any, port: int) -> None:
 
 def queued_run(ada: Any) -> Run:
     session = services.get_or_create_session(key="api:worker", owner=ada)
-    return services.queue_run(session=session, channel="api", prompt="finish up", model="")
+    return run_records.queue_run(session=session, channel="api", prompt="finish up", model="")
 
 
 def as_worker(run: Run) -> str:

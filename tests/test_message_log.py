@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 
 from agent.turn import store
 from agent.turn.message_log import MessageLog
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import Message, Run, Session
 from sessions_app.services import NewMessage, SessionDeleted
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @sync_to_async
 def new_run() -> tuple[Session, Run]:
     session = services.get_or_create_session(key="cli:log", owner=None)
-    run = services.start_new_run(session=session, channel="cli", prompt="p", model="m")
+    run = run_records.start_new_run(session=session, channel="cli", prompt="p", model="m")
     return session, run
 
 
@@ -78,7 +79,7 @@ async def test_the_answer_is_held_for_the_runs_ending() -> None:
     held = await log.held()
     assert held == [NewMessage({"role": "assistant", "content": "done"}, {"total_tokens": 3}, 2)]
     assert await saved_contents() == ["m0"]
-    await sync_to_async(services.finish_run)(
+    await sync_to_async(run_records.finish_run)(
         run=run, status="succeeded", text="done", messages=held
     )
     assert await saved_contents() == ["m0", "done"]
@@ -134,7 +135,7 @@ async def test_a_runs_messages_are_numbered_from_its_first_in_the_order_handed_o
     for index in range(3):
         await log.add(result(index), None)
     await log.add({"role": "assistant", "content": "done"}, None)
-    await sync_to_async(services.finish_run)(
+    await sync_to_async(run_records.finish_run)(
         run=run, status="succeeded", text="done", messages=await log.held()
     )
     assert await numbered() == [("hi", 1), ("m0", 2), ("m1", 3), ("m2", 4), ("done", 5)]
@@ -143,12 +144,12 @@ async def test_a_runs_messages_are_numbered_from_its_first_in_the_order_handed_o
 @sync_to_async
 def write_twice(batch: list[NewMessage]) -> None:
     session = services.get_or_create_session(key="cli:log", owner=None)
-    run = services.start_new_run(session=session, channel="cli", prompt="p", model="m")
+    run = run_records.start_new_run(session=session, channel="cli", prompt="p", model="m")
     # As `agent.turn.db` runs a write again when its connection died before the reply to
     # its commit came: the first write went through.
     services.add_messages(session=session, run=run, messages=batch)
     services.add_messages(session=session, run=run, messages=batch)
-    services.finish_run(run=run, status="succeeded", text="done", messages=batch[-1:])
+    run_records.finish_run(run=run, status="succeeded", text="done", messages=batch[-1:])
 
 
 async def test_a_batch_written_twice_is_saved_once() -> None:

@@ -26,9 +26,9 @@ from agent.processes import alive
 from agent.turn import submit_task
 from cron_app import services as job_services
 from cron_app.models import CronJob
-from sessions_app import services as sessions
+from sessions_app import runs as run_records
 from sessions_app.models import Message, Run
-from sessions_app.services import DIED_ERROR
+from sessions_app.runs import DIED_ERROR
 from tests.jobs import cluster
 from tests.llm_server import ScriptedLLM
 from tests.test_faults import assert_plain
@@ -194,9 +194,9 @@ def test_a_turn_handed_back_stays_so_though_a_mark_of_life_was_on_its_way() -> N
     ada = User.objects.create_user("ada", password="pw-ada-123")
     run = submit_task(user=ada, prompt="think", wait=False)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, last_alive=timezone.now())
-    assert sessions.hand_back_runs(run_ids=[run.pk]) == 1
-    sessions.mark_alive(run_ids=[run.pk])  # the turn's watcher, a moment late
-    assert sessions.fail_dead_runs() == [run.pk]
+    assert run_records.hand_back_runs(run_ids=[run.pk]) == 1
+    run_records.mark_alive(run_ids=[run.pk])  # the turn's watcher, a moment late
+    assert run_records.fail_dead_runs() == [run.pk]
 
 
 def test_an_ended_worker_that_no_parent_reaped_is_not_waited_for() -> None:

@@ -20,6 +20,7 @@ from django.db import connections
 from agent.loop import LoopResult
 from agent.turn.spending import TurnSpending
 from sessions_app import holds, services
+from sessions_app import runs as run_records
 from sessions_app.models import DailyUsage, SpendingHold
 from sessions_app.usage import today
 from tests.conftest import make_llm
@@ -70,7 +71,7 @@ def test_a_call_holds_its_most_then_its_cost_until_its_run_ends(
     ada: User, llm: ScriptedLLM
 ) -> None:
     session = services.get_or_create_session(key="web:h", owner=ada)
-    run = services.start_new_run(session=session, channel="web", prompt="hi", model="m")
+    run = run_records.start_new_run(session=session, channel="web", prompt="hi", model="m")
     # $1 and $2 a million tokens: 1,000 sent and at most 500 written hold $0.002.
     model = make_llm(llm, price=(1e-6, 2e-6), max_tokens=500)
     spending = TurnSpending(llm=model, owner_id=ada.pk, limit=Decimal(1), hold_id=run.pk)
@@ -80,7 +81,7 @@ def test_a_call_holds_its_most_then_its_cost_until_its_run_ends(
     assert SpendingHold.objects.get(pk=run.pk).amount == Decimal("0.0015")
     assert held(ada) == Decimal("0.0015")
 
-    services.finish_run(
+    run_records.finish_run(
         run=run, status="succeeded", text="ok", usage={"total_tokens": 9}, cost=0.0015
     )
     assert not SpendingHold.objects.exists()
@@ -124,7 +125,7 @@ def test_a_hold_past_its_time_counts_no_more_and_the_sweep_takes_it(
 
     SpendingHold.objects.update(expires=timezone.now() - timedelta(seconds=1))
     assert held(ada) == 0
-    assert services.fail_dead_runs() == []
+    assert run_records.fail_dead_runs() == []
     assert not SpendingHold.objects.exists()
 
 
@@ -139,7 +140,7 @@ def test_a_turn_that_lives_or_waits_past_the_hour_keeps_its_hold(ada: User) -> N
 
     session = services.get_or_create_session(key="web:long", owner=ada)
     runs = [
-        services.start_new_run(session=session, channel="web", prompt="hi", model="m")
+        run_records.start_new_run(session=session, channel="web", prompt="hi", model="m")
         for _ in range(2)
     ]
     for run in runs:
@@ -150,7 +151,7 @@ def test_a_turn_that_lives_or_waits_past_the_hour_keeps_its_hold(ada: User) -> N
     SpendingHold.objects.update(expires=nearly_gone)
     alive, waiting = runs
 
-    services.mark_alive(run_ids=[alive.pk])
+    run_records.mark_alive(run_ids=[alive.pk])
     park_run(
         run=waiting,
         pending=[PendingCall("c1", "exec", {"command": "ls"}, 0)],

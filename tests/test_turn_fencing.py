@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import Message, Run, Session
 from sessions_app.services import NewMessage, TurnSuperseded
@@ -18,7 +19,7 @@ def _session() -> Session:
 
 
 def _start(session: Session, prompt: str) -> Run:
-    return services.start_new_run(session=session, channel="cli", prompt=prompt, model="m")
+    return run_records.start_new_run(session=session, channel="cli", prompt=prompt, model="m")
 
 
 def _said(text: str, seq: int) -> NewMessage:
@@ -55,22 +56,24 @@ def test_a_superseded_turns_ending_saves_nothing_and_leaves_the_run_as_it_was() 
     _start(session, "two")
 
     with pytest.raises(TurnSuperseded):
-        services.finish_run(run=first, status="succeeded", text="late", messages=[_said("late", 1)])
+        run_records.finish_run(
+            run=first, status="succeeded", text="late", messages=[_said("late", 1)]
+        )
 
     assert not Message.objects.exists()
     assert Run.objects.get(pk=first.pk).status == Run.Status.RUNNING
     # Its record can still be closed, with nothing more said.
-    services.finish_run(run=first, status="failed", text="overtaken")
+    run_records.finish_run(run=first, status="failed", text="overtaken")
     assert Run.objects.get(pk=first.pk).status == Run.Status.FAILED
 
 
 def test_a_queued_run_becomes_the_current_turn_when_it_begins() -> None:
     session = _session()
     running = _start(session, "one")
-    queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
+    queued = run_records.queue_run(session=session, channel="api", prompt="two", model="m")
     assert Session.objects.get(pk=session.pk).turn == running.pk
 
-    begun = services.start_queued_run(run_id=queued.pk, model="m")
+    begun = run_records.start_queued_run(run_id=queued.pk, model="m")
 
     assert begun is not None
     assert Session.objects.get(pk=session.pk).turn == queued.pk
@@ -82,10 +85,10 @@ def test_a_queued_run_becomes_the_current_turn_when_it_begins() -> None:
 def test_a_cancelled_queued_run_takes_no_turn() -> None:
     session = _session()
     running = _start(session, "one")
-    queued = services.queue_run(session=session, channel="api", prompt="two", model="m")
-    services.cancel_run(run_id=queued.pk)
+    queued = run_records.queue_run(session=session, channel="api", prompt="two", model="m")
+    run_records.cancel_run(run_id=queued.pk)
 
-    assert services.start_queued_run(run_id=queued.pk, model="m") is None
+    assert run_records.start_queued_run(run_id=queued.pk, model="m") is None
     assert Session.objects.get(pk=session.pk).turn == running.pk
 
 

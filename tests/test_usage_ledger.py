@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agent.turn.spending import state_of
+from sessions_app import runs as run_records
 from sessions_app import services
 from sessions_app.models import DailyUsage, Run, UserBudget
 from sessions_app.usage import BudgetState, budget_state, today
@@ -28,8 +29,8 @@ USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
 
 def finished_run(owner: User | None, key: str, *, cost: str | None, model: str = "openai/a") -> Run:
     session = services.get_or_create_session(key=key, owner=owner)
-    run = services.start_new_run(session=session, channel="web", prompt="hi", model=model)
-    return services.finish_run(
+    run = run_records.start_new_run(session=session, channel="web", prompt="hi", model=model)
+    return run_records.finish_run(
         run=run,
         status="succeeded",
         text="ok",
@@ -41,7 +42,7 @@ def finished_run(owner: User | None, key: str, *, cost: str | None, model: str =
 def test_a_run_is_counted_once_however_often_its_end_is_written(ada: User) -> None:
     run = finished_run(ada, "web:a", cost="0.5")
     # The write made again, as after a lost connection whose commit went through.
-    services.finish_run(run=run, status="succeeded", text="ok", usage=USAGE, cost=0.5)
+    run_records.finish_run(run=run, status="succeeded", text="ok", usage=USAGE, cost=0.5)
     line = DailyUsage.objects.get(owner=ada)
     assert (line.day, line.model, line.runs) == (today(), "openai/a", 1)
     assert (line.prompt_tokens, line.completion_tokens, line.total_tokens) == (1000, 500, 1500)
@@ -60,8 +61,8 @@ def test_runs_add_up_per_model_and_unpriced_ones_are_counted_apart(ada: User) ->
     assert DailyUsage.objects.get(owner=None).priced_cost == Decimal(1)
     # A run that called no model (a command's) adds nothing.
     session = services.get_or_create_session(key="web:c", owner=ada)
-    run = services.start_new_run(session=session, channel="web", prompt="/help", model="x")
-    services.finish_run(run=run, status="succeeded", text="help")
+    run = run_records.start_new_run(session=session, channel="web", prompt="/help", model="x")
+    run_records.finish_run(run=run, status="succeeded", text="help")
     assert DailyUsage.objects.filter(owner=ada).count() == 2
 
 

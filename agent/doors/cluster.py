@@ -9,7 +9,7 @@ are started first. Here instead:
 - once the cluster is told to stop, a worker starts no task: one it takes goes back to the
   broker, and so do the tasks still waiting in the cluster's own queue;
 - a worker gets `STOP_GRACE` seconds to finish what it runs; then it hands its turns back
-  (`services.hand_back_runs`: the sweep, `fail_dead_runs`, which the stopping process runs
+  (`sessions_app.runs.hand_back_runs`: the sweep, `fail_dead_runs`, which the stopping process runs
   next, fails them with a plain reason and tells the chats and parents that wait on them) and
   exits, and is killed if it has not after `HAND_BACK_WAIT`. A task of a worker that had no
   turn under way (a memory consolidation, a turn still waiting for its session) goes back
@@ -265,7 +265,7 @@ def _hand_back_and_exit() -> None:
     if not _exiting.acquire(blocking=False):
         return
     from agent.turn import watched_runs
-    from sessions_app.services import hand_back_runs
+    from sessions_app.runs import hand_back_runs
 
     try:
         runs = watched_runs()

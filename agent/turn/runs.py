@@ -26,6 +26,7 @@ from agent.turn.service import resume_turn, run_queued
 from agent.turn.slash import is_command
 from agent.turn.spending import check_budget
 from agent.turn.watch import announce_stop
+from sessions_app import runs as run_records
 from sessions_app import selectors, services
 from sessions_app.models import Run, Session
 
@@ -54,7 +55,7 @@ def submit_task(
     session = _session_for(user, session_key)
     if not (model or session.model or agent_settings().model):
         raise ModelNotConfigured()
-    run = services.queue_run(
+    run = run_records.queue_run(
         session=session, channel=CHANNEL, prompt=content, model=model or "", tools=tools
     )
     if wait:
@@ -79,10 +80,10 @@ def execute_task(run: Run, *, owner: User | None) -> None:
         # A cancel or /stop: the turn recorded itself as cancelled on its way out.
         logger.info("task %s was stopped", run.pk)
     except TurnError as exc:
-        services.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
+        run_records.fail_unfinished_run(run_id=run.pk, text=str(exc), error=str(exc))
     except Exception:
         ref = failures.log_failure(logger, "task %s crashed", run.pk)
-        services.fail_unfinished_run(
+        run_records.fail_unfinished_run(
             run_id=run.pk,
             text=failures.internal_error(ref),
             error=f"internal error (reference {ref})",
@@ -93,7 +94,7 @@ def cancel_task(run: Run) -> Run:
     """Stop a task; wait a little for a running one to notice, wherever it runs."""
     if run.status == Run.Status.WAITING:
         async_to_sync(end_waiting)(reason="stopped", run_id=run.pk)
-    run = services.cancel_run(run_id=run.pk)
+    run = run_records.cancel_run(run_id=run.pk)
     if run.status == Run.Status.RUNNING:
         async_to_sync(announce_stop)([run.pk])
     deadline = time.monotonic() + CANCEL_WAIT_SECONDS
@@ -139,7 +140,7 @@ def resume_task(run_id: uuid.UUID) -> str:
         logger.info("task %s was stopped as it went on", run_id)
     except Exception:
         ref = failures.log_failure(logger, "resuming task %s crashed", run_id)
-        services.fail_unfinished_run(
+        run_records.fail_unfinished_run(
             run_id=run_id,
             text=failures.internal_error(ref),
             error=f"internal error (reference {ref})",

@@ -22,6 +22,7 @@ from cron_app import services as job_services
 from mcp_app import selectors as mcp_selectors
 from sessions_app import approvals, selectors, services
 from sessions_app import memory as memories
+from sessions_app import runs as run_records
 from sessions_app.models import Session
 from skills_app import selectors as skill_selectors
 
@@ -49,29 +50,29 @@ def repeatable(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 
 get_or_create_session = on_db(services.get_or_create_session)
-start_new_run = on_db(services.start_new_run)
+start_new_run = on_db(run_records.start_new_run)
 add_message = on_db(services.add_message)
 add_messages = repeatable(services.add_messages)
 save_trace = on_db(services.save_trace)
-finish_run = repeatable(services.finish_run)
+finish_run = repeatable(run_records.finish_run)
 set_session_model = on_db(services.set_session_model)
 archive_messages = on_db(services.archive_messages)
 recent_messages = on_db(selectors.recent_messages)
-request_stop = on_db(services.request_stop)
+request_stop = on_db(run_records.request_stop)
 get_session = on_db(selectors.get_session)
 unfinished_run = on_db(selectors.unfinished_run)
 get_run = on_db(selectors.get_run)
 runs_to_stop = on_db(selectors.runs_to_stop)
 has_running_turn = on_db(selectors.has_running_turn)
 current_turn_open = on_db(selectors.current_turn_open)
-mark_alive = on_db(services.mark_alive)
-queue_run = on_db(services.queue_run)
-start_queued_run = on_db(services.start_queued_run)
-cancel_run = on_db(services.cancel_run)
-queue_subagent = on_db(services.queue_subagent)
-fail_unfinished_run = on_db(services.fail_unfinished_run)
+mark_alive = on_db(run_records.mark_alive)
+queue_run = on_db(run_records.queue_run)
+start_queued_run = on_db(run_records.start_queued_run)
+cancel_run = on_db(run_records.cancel_run)
+queue_subagent = on_db(run_records.queue_subagent)
+fail_unfinished_run = on_db(run_records.fail_unfinished_run)
 relay = on_db(services.relay)
-queue_run_unless_busy = on_db(services.queue_run_unless_busy)
+queue_run_unless_busy = on_db(run_records.queue_run_unless_busy)
 latest_session = on_db(selectors.latest_session)
 get_job = on_db(job_selectors.get_job)
 find_job = on_db(job_selectors.find_job)

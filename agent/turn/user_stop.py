@@ -10,11 +10,11 @@ import logging
 from agent.turn.approvals import end_waiting
 from agent.turn.db import on_db
 from agent.turn.watch import announce_stop
-from sessions_app import services
+from sessions_app import runs as run_records
 
 logger = logging.getLogger(__name__)
 
-_request_user_stop = on_db(services.request_user_stop)
+_request_user_stop = on_db(run_records.request_user_stop)
 
 
 async def stop_user_turns(*, user_id: int) -> int:
