@@ -12,7 +12,6 @@ Imported by the app's `ready`, so by every process: what it needs loads only whe
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.core import checks
@@ -110,10 +109,11 @@ def exec_problems() -> list[str]:
             f"command rather than give it the server's network: {HELPER_HINT}, or turn "
             "AGENT_EXEC_NETWORK off"
         )
-    blocked = out_of_reach(conf.workspace, conf.exec_uid) if os.geteuid() == 0 else None
+    uid = conf.sandbox_uid
+    blocked = out_of_reach(conf.workspace, uid) if uid is not None else None
     if blocked is not None:
         problems.append(
-            f"exec's sandbox runs as uid {conf.exec_uid} (AGENT_EXEC_UID), which may not pass "
+            f"exec's sandbox runs as uid {uid} (AGENT_EXEC_UID), which may not pass "
             f"through {blocked} to reach AGENT_WORKSPACE ({conf.workspace}), so exec refuses "
             f"every command. Move the workspace, or let others pass (chmod o+x {blocked})"
         )

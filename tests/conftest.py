@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 from django.db import connection
 
-from agent.llm.client import LLM, LLMConfig
+from agent.llm.client import LLM, LLMConfig, LLMResponse
 from tests.llm_server import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -457,3 +457,23 @@ def make_llm(server: ScriptedLLM, backend: str = "auto", **overrides: object) ->
     }
     options.update(overrides)
     return LLM(LLMConfig(**options))  # type: ignore[arg-type]
+
+
+async def stream_pieces(
+    server: ScriptedLLM, backend: str, content: str
+) -> tuple[LLMResponse, list[str], list[str]]:
+    """The model's streamed answer to the user's `content`, with the pieces of its text and
+    of its reasoning as they were handed on."""
+    pieces: list[str] = []
+    thoughts: list[str] = []
+
+    async def on_text(piece: str) -> None:
+        pieces.append(piece)
+
+    async def on_reasoning(piece: str) -> None:
+        thoughts.append(piece)
+
+    response = await make_llm(server, backend).stream(
+        [{"role": "user", "content": content}], on_text=on_text, on_reasoning=on_reasoning
+    )
+    return response, pieces, thoughts

@@ -24,7 +24,7 @@ from agent.llm.error_kinds import LLMError
 from agent.llm.tool_calls import ToolCallAssembler
 from agent.tools.base import Tool, ToolContext
 from agent.tools.registry import ToolRegistry
-from tests.conftest import folder_of, make_llm
+from tests.conftest import folder_of, make_llm, stream_pieces
 from tests.llm_server import ScriptedLLM
 
 BAD = "one\udc80two\x00three"
@@ -115,18 +115,7 @@ async def test_the_model_client_cleans_text_reasoning_and_tool_calls(
         text=f"Let me look: {BAD}",
         reasoning=f"I think {BAD}",
     )
-    pieces: list[str] = []
-    thoughts: list[str] = []
-
-    async def on_text(piece: str) -> None:
-        pieces.append(piece)
-
-    async def on_reasoning(piece: str) -> None:
-        thoughts.append(piece)
-
-    response = await make_llm(llm, backend).stream(
-        [{"role": "user", "content": "go"}], on_text=on_text, on_reasoning=on_reasoning
-    )
+    response, pieces, thoughts = await stream_pieces(llm, backend, "go")
 
     assert response.content == f"Let me look: {CLEAN}"
     assert "".join(pieces) == response.content  # what streamed is what is kept
@@ -144,18 +133,7 @@ async def test_a_character_sent_as_two_escapes_in_two_events_streams_whole(
     joined, they are the character, not two replacement characters."""
     emoji = "\ud83d\ude00"  # the pair, as two code points; each chunk is one of them
     llm.reply(f"ab{emoji}cd", chunks=6, reasoning=f"hm{emoji}")
-    pieces: list[str] = []
-    thoughts: list[str] = []
-
-    async def on_text(piece: str) -> None:
-        pieces.append(piece)
-
-    async def on_reasoning(piece: str) -> None:
-        thoughts.append(piece)
-
-    response = await make_llm(llm, backend).stream(
-        [{"role": "user", "content": "go"}], on_text=on_text, on_reasoning=on_reasoning
-    )
+    response, pieces, thoughts = await stream_pieces(llm, backend, "go")
 
     assert response.content == "".join(pieces) == "ab\U0001f600cd"
     assert response.reasoning_content == "".join(thoughts) == "hm\U0001f600"

@@ -43,12 +43,17 @@ async def beat_with_exec(llm: ScriptedLLM, bob: User) -> dict[str, Any]:
     return llm.requests[-1]
 
 
-async def test_the_heartbeat_keeps_to_the_tools_of_the_task_that_wrote_its_file(
-    llm: ScriptedLLM, bob: User, workspace: Path
-) -> None:
+async def note_tasks_with_write_file_only(llm: ScriptedLLM, bob: User) -> None:
+    """A task of bob's, limited to write_file, writes the heartbeat's tasks."""
     llm.tool_call("write_file", TASKS).reply("Noted.")
     limited = TurnOptions(tools=("write_file",))
     await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+
+
+async def test_the_heartbeat_keeps_to_the_tools_of_the_task_that_wrote_its_file(
+    llm: ScriptedLLM, bob: User, workspace: Path
+) -> None:
+    await note_tasks_with_write_file_only(llm, bob)
 
     answered = await beat_with_exec(llm, bob)
 
@@ -76,9 +81,7 @@ async def test_the_heartbeat_refuses_what_waited_in_the_chat_that_wrote_its_file
 async def test_a_turn_without_limits_that_writes_the_file_lifts_them(
     llm: ScriptedLLM, bob: User, workspace: Path
 ) -> None:
-    llm.tool_call("write_file", TASKS).reply("Noted.")
-    limited = TurnOptions(tools=("write_file",))
-    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+    await note_tasks_with_write_file_only(llm, bob)
     llm.tool_call("edit_file", {"path": "HEARTBEAT.md", "old_text": "run", "new_text": "run:"})
     llm.reply("Edited.")
     await run_turn(SessionRef("web:free", bob), "edit it", channel="web")
@@ -130,9 +133,7 @@ async def test_a_turn_without_limits_that_only_sees_a_change_lifts_nothing(
 ) -> None:
     """A command of a turn without limits changes the file: which turn wrote what is in it
     cannot be told, so the limits stay; a file tool's write of the file itself lifts them."""
-    llm.tool_call("write_file", TASKS).reply("Noted.")
-    limited = TurnOptions(tools=("write_file",))
-    await run_turn(SessionRef("api:t", bob), "note it", channel="api", options=limited)
+    await note_tasks_with_write_file_only(llm, bob)
     llm.tool_call("exec", {"command": "touch HEARTBEAT.md"}).reply("Touched.")
     await run_turn(SessionRef("web:free", bob), "touch it", channel="web")
 

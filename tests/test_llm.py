@@ -15,24 +15,13 @@ import pytest
 
 from agent.llm.client import ToolCallAssembler
 from agent.llm.error_kinds import LLMError
-from tests.conftest import make_llm
+from tests.conftest import make_llm, stream_pieces
 from tests.llm_server import ScriptedLLM
 
 
 async def test_streams_text_and_collects_usage(llm: ScriptedLLM, backend: str) -> None:
     llm.reply("Hello there, streaming world", chunks=5, reasoning="let me think")
-    pieces: list[str] = []
-    thoughts: list[str] = []
-
-    async def on_text(piece: str) -> None:
-        pieces.append(piece)
-
-    async def on_reasoning(piece: str) -> None:
-        thoughts.append(piece)
-
-    response = await make_llm(llm, backend).stream(
-        [{"role": "user", "content": "hi"}], on_text=on_text, on_reasoning=on_reasoning
-    )
+    response, pieces, thoughts = await stream_pieces(llm, backend, "hi")
 
     assert response.content == "Hello there, streaming world"
     assert len(pieces) >= 5

@@ -16,17 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools import Limits
-from agent.tools.guards import Workspace
 from agent.tools.shell import ExecTool
 from tests.conftest import needs
 from tests.internet_host import PAGE
 from tests.test_sandbox_network import (
     OUTSIDE_A_TURN,
-    REACH,
     ROOT,
     connects_from_the_host,
     network_or_skip,
+    networked_tool,
     reach,
 )
 
@@ -51,9 +49,8 @@ def _network_for_sandboxes() -> None:
 
 @pytest.fixture
 def networked(workspace: Path) -> ExecTool:
-    (workspace / "reach.py").write_text(REACH)
     (workspace / "fetch.py").write_text(FETCH)
-    return ExecTool(Workspace(workspace), timeout=30, limits=Limits(network=True), env={})
+    return networked_tool(workspace)
 
 
 @pytest.fixture

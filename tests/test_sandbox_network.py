@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from agent.tools.netrules import host_addresses
 from agent.tools.shell import ExecTool
 from agent.tools.tool_errors import ToolError
 from tests.conftest import needs, skip_for_missing
-from tests.test_security_exec import RUNUSER, SYSTEM_PYTHON, WHY_NOT_AS_NOBODY
+from tests.test_security_exec import WHY_NOT_AS_NOBODY, run_as_nobody
 from tests.test_tools_exec import host_processes, sleeper
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,10 +63,15 @@ def _network_for_sandboxes() -> None:
     network_or_skip()
 
 
-@pytest.fixture
-def networked(workspace: Path) -> ExecTool:
+def networked_tool(workspace: Path) -> ExecTool:
+    """`exec` whose commands may use the network, with `reach.py` in its workspace."""
     (workspace / "reach.py").write_text(REACH)
     return ExecTool(Workspace(workspace), timeout=30, limits=Limits(network=True), env={})
+
+
+@pytest.fixture
+def networked(workspace: Path) -> ExecTool:
+    return networked_tool(workspace)
 
 
 async def reach(tool: ExecTool, targets: list[str]) -> dict[str, tuple[str, float]]:
@@ -201,16 +205,7 @@ def test_as_an_ordinary_user_the_network_is_fenced_the_same(
         f"command = 'ip rule; python3 reach.py {' '.join(targets)}'\n"
         "print(asyncio.run(tool.execute(ToolContext.detached(), command=command)))\n"
     )
-    site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
-    done = subprocess.run(
-        [str(RUNUSER), "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", script],
-        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPATH": f"{ROOT}:{site_packages}"},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_as_nobody(script, cwd=tmp_path, path="/usr/bin:/bin:/usr/sbin:/sbin")
     assert done.returncode == 0, done.stderr
     assert "169.254.0.0/16 prohibit" in done.stdout, done.stdout
     found = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))

@@ -390,6 +390,20 @@ async def test_without_the_restriction_exec_runs_unfenced(no_sandbox: None, work
 RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
 
 
+def run_as_nobody(script: str, *, cwd: Path, path: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by the system's python3 as `nobody`, with the site's code importable."""
+    site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    return subprocess.run(
+        [str(RUNUSER), "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", script],
+        env={"PATH": path, "PYTHONPATH": f"{ROOT}:{site_packages}"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _ordinary_user_python() -> str | None:
     """Why the ordinary-user test cannot run here, or None when it can."""
     if os.geteuid() != 0 or RUNUSER is None:
@@ -432,16 +446,7 @@ def _exec_as_nobody(workspace: Path, cwd: Path) -> None:
         f"tool = ExecTool(Workspace({str(workspace)!r}), timeout=5, limits=Limits(16), env={{}})\n"
         "print(asyncio.run(tool.execute(ToolContext.detached(), command='id -un; f(){ f&f; }; f')))\n"
     )
-    site_packages = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
-    done = subprocess.run(
-        [str(RUNUSER), "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", script],
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site_packages}"},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_as_nobody(script, cwd=cwd, path="/usr/bin:/bin")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("agent\n")
     assert "Cannot fork" in done.stdout

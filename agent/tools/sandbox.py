@@ -51,6 +51,7 @@ from agent.tools.sandbox_net import (
     NetworkHelper,
     NetworkSetupFailed,
     SandboxNetwork,
+    last_line,
 )
 
 logger = logging.getLogger(__name__)
@@ -387,15 +388,10 @@ def _run_trial(launch: Launch) -> str | None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
-        return _last_line(err) or str(exc)
+        return last_line(err) or str(exc)
     if proc.returncode != 0:
-        return _last_line(err) or f"exit status {proc.returncode}"
+        return last_line(err) or f"exit status {proc.returncode}"
     return None
-
-
-def _last_line(data: bytes) -> str:
-    lines = data.decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 def _join(cgroup: Cgroup | None, argv: list[str]) -> list[str]:

@@ -285,7 +285,7 @@ class SandboxNetwork:
                 except (OSError, subprocess.TimeoutExpired) as exc:
                     raise NetworkSetupFailed(f"its rules could not be set: {exc}") from exc
             if done.returncode != 0:
-                reason = _last_line(done.stderr) or f"exit status {done.returncode}"
+                reason = last_line(done.stderr) or f"exit status {done.returncode}"
                 raise NetworkSetupFailed(f"its rules could not be set: {reason}")
             mine.settimeout(max(deadline - time.monotonic(), 0.1))
             _, passed, _, _ = socket.recv_fds(mine, 16, 1)
@@ -328,6 +328,7 @@ def _read(fd: int, deadline: float, waiting_for: str) -> bytes:
     return os.read(fd, 4096)
 
 
-def _last_line(data: bytes) -> str:
+def last_line(data: bytes) -> str:
+    """The last line of what a process wrote (its standard error): why it failed."""
     lines = data.decode(errors="replace").strip().splitlines()
     return lines[-1] if lines else ""

@@ -31,7 +31,7 @@ from agent.tools.sandbox import (
     network_problem,
     out_of_reach,
 )
-from agent.tools.sandbox_net import HELPER_HINT, NetworkSetupFailed
+from agent.tools.sandbox_net import HELPER_HINT, NetworkSetupFailed, last_line
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +120,7 @@ async def _last_words(proc: asyncio.subprocess.Process) -> str:
     err = b""
     with contextlib.suppress(TimeoutError):
         _, err = await asyncio.wait_for(proc.communicate(), _REAP_TIMEOUT)
-    lines = err.decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else ""
+    return last_line(err)
 
 
 async def _attach(proc: asyncio.subprocess.Process, attach: Callable[[], None]) -> str | None:
