@@ -44,6 +44,7 @@ REFUSED = {
     "172.31.255.255": "private",
     "192.168.1.1": "private",
     "169.254.169.254": "cloud metadata",
+    "168.63.129.16": "cloud platform endpoint",
     "169.254.1.1": "link-local",
     "fe80::1": "link-local",
     "fe80::1%1": "link-local",

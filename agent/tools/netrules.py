@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.tools.guards.network import CLOUD_ENDPOINT
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DNS_ADDRESS = ipaddress.IPv4Address("10.0.2.3")  # slirp4netns's resolver
@@ -50,7 +52,7 @@ BLOCKED_V4 = tuple(
         "203.0.113.0/24",  # documentation
         "224.0.0.0/4",  # multicast
         "240.0.0.0/4",  # reserved, and the broadcast address
-        "168.63.129.16/32",  # Azure's platform endpoint
+        f"{CLOUD_ENDPOINT}/32",  # Azure's platform endpoint, as the web tools refuse it
     )
 )
 ALL_V6 = ipaddress.IPv6Network("::/0")

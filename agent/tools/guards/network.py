@@ -24,6 +24,9 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 _CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 _METADATA = ipaddress.IPv4Address("169.254.169.254")
+# A cloud's own address that looks public: Azure's platform endpoint (its VM agent's "wire
+# server", DNS, health probes). exec's sandbox network refuses it too (`netrules`).
+CLOUD_ENDPOINT = ipaddress.IPv4Address("168.63.129.16")
 _UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
@@ -78,6 +81,8 @@ def address_problem(ip: IPAddress) -> str | None:
         return "loopback"
     if ip == _METADATA:
         return "link-local (cloud metadata service)"
+    if ip == CLOUD_ENDPOINT:
+        return "cloud platform endpoint"
     if ip.is_link_local:
         return "link-local"
     if ip in _CGNAT:
