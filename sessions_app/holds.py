@@ -75,11 +75,6 @@ def spent_apart(*, user_id: int, day: date) -> tuple[Decimal, Decimal]:
     return Decimal(str(row[0] or 0)), Decimal(str(row[1] or 0))
 
 
-def spent_and_held(*, user_id: int, day: date) -> Decimal:
-    """`spent_apart`'s two parts summed: what counts against the user's budget now."""
-    return sum(spent_apart(user_id=user_id, day=day), Decimal(0))
-
-
 def _add_sql(condition: str) -> str:
     """SQL that adds to a hold (made if new) when `condition` holds."""
     table, amount, expires = _q(SpendingHold._meta.db_table), _q("amount"), _q("expires")
@@ -149,8 +144,11 @@ def release(*, hold_id: UUID) -> None:
 def keep(*, hold_ids: Collection[UUID], until: datetime) -> None:
     """Let these holds count until `until` at least: their work is alive (a turn between two
     model calls longer than a hold's hour, in one long command), or waits for a person until
-    then. Else what such a turn cost so far stopped counting till its end."""
-    SpendingHold.objects.filter(pk__in=hold_ids, expires__lt=until).update(expires=until)
+    then. Else what such a turn cost so far stopped counting till its end. A hold with more
+    than half an hour's margin is left as it is: the watch marks its turns alive every few
+    seconds, and each mark need not write every hold."""
+    margin = timedelta(seconds=HOLD_SECONDS // 2)
+    SpendingHold.objects.filter(pk__in=hold_ids, expires__lt=until - margin).update(expires=until)
 
 
 def release_dead(*, run_ids: list[UUID]) -> int:

@@ -48,7 +48,7 @@ def in_threads(count: int, work: Callable[[], T]) -> list[T]:
 
 
 def held(user: User) -> Decimal:
-    return holds.spent_and_held(user_id=user.pk, day=today())
+    return sum(holds.spent_apart(user_id=user.pk, day=today()), Decimal(0))
 
 
 def test_reservations_made_at_once_each_see_the_ones_before(ada: User) -> None:
