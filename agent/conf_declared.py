@@ -14,6 +14,13 @@ from typing import Any, Literal
 Kind = Literal["str", "int", "float", "bool", "list"]
 
 
+# The host account of a site running as root's sandboxes, uid and gid alike: one no
+# distribution, container runtime or subordinate-id range hands out (systemd's table of
+# ranges leaves 1879048192-2147352575 unused; shadow's subordinate ids end at 600165535),
+# below 2^31 so that no tool reads it as negative.
+EXEC_UID = 1_900_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting: `name` in the environment and in Django's settings, `field` in
@@ -226,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "AGENT_EXEC_UID",
         "int",
-        1_900_000_000,
+        EXEC_UID,
         "uid and gid exec's sandbox and its network helper run as when the site runs as root",
         "exec_uid",
     ),

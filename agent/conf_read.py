@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.conf_declared import SETTINGS
+from agent.conf_declared import EXEC_UID, SETTINGS
 from agent.prices import parse_prices
 
 
@@ -41,7 +41,7 @@ def read_settings(env: Any, *, defaults: dict[str, Any] | None = None) -> dict[s
     if not 0 < values["AGENT_EXEC_UID"] < 2**32 - 1:
         raise ValueError(
             f"AGENT_EXEC_UID is {values['AGENT_EXEC_UID']}: use a uid other than root's (0), "
-            f"below {2**32 - 1} (the default is 1900000000)"
+            f"below {2**32 - 1} (the default is {EXEC_UID})"
         )
     if not 0 <= values["AGENT_USER_DAILY_BUDGET"] < math.inf:
         raise ValueError("AGENT_USER_DAILY_BUDGET must be 0 (no budget) or more")

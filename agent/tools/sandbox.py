@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.conf_declared import EXEC_UID as HOST_UID
 from agent.tools.cgroups import Cgroup, CgroupParent, find_parent
 from agent.tools.sandbox_files import (
     GROUP,
@@ -57,11 +58,6 @@ from agent.tools.sandbox_net import (
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: apt install bubblewrap)"
-# The host account of a site running as root's sandboxes, uid and gid alike: one no
-# distribution, container runtime or subordinate-id range hands out (systemd's table of
-# ranges leaves 1879048192-2147352575 unused; shadow's subordinate ids end at 600165535),
-# below 2^31 so that no tool reads it as negative.
-HOST_UID = 1_900_000_000
 FILE_SIZE_LIMIT = 1 << 30  # bytes any one file may grow to
 OPEN_FILES = 1024
 PROBE_SECONDS = 20
