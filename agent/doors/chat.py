@@ -60,19 +60,16 @@ from agent.turn import (
     budget_refusal,
     choose_session_model,
     get_or_create_session,
-    has_running_turn,
     history_page,
     is_command,
     is_running_here,
     listen_to_relayed,
-    model_in_use,
-    pending_requests,
+    open_session,
     rerun_turn,
     resume_turn,
     run_turn,
     session_group,
     take_turn_slot,
-    unfinished_run,
     validate_content,
 )
 
@@ -127,17 +124,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.access.join()
         await self.mark.send()
         self.stop_relay = listen_to_relayed()
-        page = await history_page(session_id=session.pk)
-        running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
-        # Read with the history, before the tab has it: a run that ends once the tab is shown
-        # running is still followed to its end.
-        unfinished = await unfinished_run(session_id=session.pk)
-        # What the session's waiting turns ask, for this tab to answer too.
-        requests = await pending_requests(session_id=session.pk)
+        opening = await open_session(session)
+        page, running, unfinished = opening.page, opening.running, opening.unfinished
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
-        frame["model"] = model_in_use(session.model)
+        frame["model"] = opening.model
         await self.send_json(frame)
-        for request in requests:
+        for request in opening.requests:
             await self.send_json(request.to_dict())
         if unfinished is not None:
             if running:
