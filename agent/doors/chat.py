@@ -4,9 +4,10 @@ user's that the API or an OpenAI client started (the path segment is `sessions_a
 rule, which the route's converter applies).
 
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
-runs as its own task, so `stop`, new messages, group events and a disconnect are handled
-while it streams; a turn outlives a closed tab and is saved all the same. A socket that
-opens while a turn of its session streams gets the text so far, then the rest (`join_stream`).
+runs as its own task (`socket_turns`), so `stop`, new messages, group events and a
+disconnect are handled while it streams; a turn outlives a closed tab and is saved all the
+same. A socket that opens while a turn of its session streams gets the text so far, then the
+rest (`join_stream`).
 A turn waiting for a person asks every socket of its session (`approval_request`, also sent
 to a socket as it opens); any of them may answer (`approve`), and the one whose answer lets
 the turn go on runs the rest of it, as it runs a turn it started.
@@ -25,28 +26,24 @@ turn running.)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agent import failures
 from agent.doors import chat_frames
-from agent.doors.coalescer import ChunkCoalescer
 from agent.doors.credentials import Revoked
 from agent.doors.following import RunFollower
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark, StreamJoin
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
+from agent.doors.socket_turns import RUNNING, SocketTurns
 from agent.events import (
     Earlier,
-    Emit,
     ErrorEvent,
-    Event,
     History,
     ModelChosen,
 )
@@ -60,19 +57,16 @@ from agent.turn import (
     budget_refusal,
     choose_session_model,
     get_or_create_session,
-    has_running_turn,
     history_page,
     is_command,
     is_running_here,
     listen_to_relayed,
-    model_in_use,
-    pending_requests,
+    open_session,
     rerun_turn,
     resume_turn,
     run_turn,
     session_group,
     take_turn_slot,
-    unfinished_run,
     validate_content,
 )
 
@@ -88,8 +82,8 @@ MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
 # Turns one socket may have started and not yet finished: one running, the rest waiting.
 MAX_PENDING_TURNS = 3
 
-# Turns keep running after their socket closes; this keeps them referenced until done.
-_turns: set[asyncio.Task[None]] = set()
+# The turns of every socket of the process's, still running; known here by this name too.
+_turns = RUNNING
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -120,24 +114,26 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             error=self._error,
         )
         self.session_key, self.session_id = session.key, session.pk
-        self.pending: set[asyncio.Task[None]] = set()
+        self.turns = SocketTurns(
+            channel=self.channel_name,
+            session_id=lambda: self.session_id,
+            label=self.session_key,
+            send=self._send_frame,
+            error=self._error,
+            gone=self._close_deleted,
+        )
         self.group = session_group(session.pk)
         self.mark = JoinMark(self.channel_layer, self.group, self.channel_name, self._group_event)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.access.join()
         await self.mark.send()
         self.stop_relay = listen_to_relayed()
-        page = await history_page(session_id=session.pk)
-        running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
-        # Read with the history, before the tab has it: a run that ends once the tab is shown
-        # running is still followed to its end.
-        unfinished = await unfinished_run(session_id=session.pk)
-        # What the session's waiting turns ask, for this tab to answer too.
-        requests = await pending_requests(session_id=session.pk)
+        opening = await open_session(session)
+        page, running, unfinished = opening.page, opening.running, opening.unfinished
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
-        frame["model"] = model_in_use(session.model)
+        frame["model"] = opening.model
         await self.send_json(frame)
-        for request in requests:
+        for request in opening.requests:
             await self.send_json(request.to_dict())
         if unfinished is not None:
             if running:
@@ -208,9 +204,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _admit(self) -> bool:
         """Whether one more turn may start now: the socket's queue, the user's daily budget
         and their rate."""
-        if len(self.pending) >= MAX_PENDING_TURNS:
+        if len(self.turns) >= MAX_PENDING_TURNS:
             await self._refuse(
-                f"{len(self.pending)} messages are already waiting for an answer; "
+                f"{len(self.turns)} messages are already waiting for an answer; "
                 "send this one when they are done, or stop them"
             )
             return False
@@ -264,7 +260,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         if answer.ready:
             run_id = answer.run_id
-            self._launch(lambda emit: resume_turn(run_id, emit=emit))
+            self.turns.launch(lambda emit: resume_turn(run_id, emit=emit))
 
     async def _earlier(self, request: chat_frames.EarlierRequest) -> None:
         """Send the messages right before `request.before` (and back to `request.back_to`)."""
@@ -282,7 +278,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not await self._admit():
             return
         ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
-        self._launch(
+        self.turns.launch(
             lambda emit: rerun_turn(
                 ref,
                 channel=CHANNEL,
@@ -297,38 +293,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # A second message while a turn runs is accepted and waits for that turn to end:
         # the turn service serialises turns per session.
         ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
-        self._launch(lambda emit: run_turn(ref, content, channel=CHANNEL, emit=emit))
-
-    def _launch(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
-        task = asyncio.create_task(self._turn(turn))
-        _turns.add(task)
-        task.add_done_callback(_turns.discard)
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
-
-    async def _turn(self, turn: Callable[[Emit], Awaitable[object]]) -> None:
-        session_id = self.session_id
-        if session_id is None:
-            return
-        group = GroupSink(session_id, origin=self.channel_name)
-        socket = ChunkCoalescer(self._send_frame)
-
-        async def emit(event: Event) -> None:
-            await socket(event)
-            await group(event)
-
-        try:
-            await turn(emit)
-        except SessionGone as exc:
-            await self._error(str(exc))
-            await self._close_deleted()
-        except TurnError as exc:
-            await self._error(str(exc))
-        except asyncio.CancelledError:
-            pass  # stopped: the service recorded it and told the socket
-        except Exception:
-            ref = failures.log_failure(logger, "turn of %s failed", self.session_key)
-            await self._error(failures.internal_error(ref))
+        self.turns.launch(lambda emit: run_turn(ref, content, channel=CHANNEL, emit=emit))
 
     async def session_event(self, message: dict[str, Any]) -> None:
         """An event of this session from another socket, process, job or sub-agent.
@@ -369,10 +334,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         deleted chat's does."""
         if self.session_id is None:
             return
-        current = asyncio.current_task()
-        for task in list(self.pending):
-            if task is not current:
-                task.cancel()
+        self.turns.cancel()
         if why is Revoked.DELETED:
             await self.session_closed({})
         else:

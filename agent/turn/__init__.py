@@ -36,7 +36,10 @@ What a door may ask for, and what it gets back:
   so for the API and the worker; `approve_task` does both for a task. `pending_requests`
   lists what a session's waiting turns ask; `settle_approvals` (the sweep's) lets calls
   past their time count as declined and returns the runs to resume.
-- Show a session (the socket): `get_or_create_session`, `messages_for_display` and
+- Show a session (the socket): `open_session(session)` reads what a chat shows as it opens
+  (a `SessionOpening`: its latest page, whether a turn runs, the run still marked running,
+  what its waiting turns ask and the model in use); `get_or_create_session`,
+  `messages_for_display` and
   `history_page` (a page of it, the latest or an older one, with whether there is more),
   `has_running_turn`, `unfinished_run` and `get_run` read it (async); `choose_session_model`
   stores the model its owner picked (as `/model NAME` does, refused if not allowed) and
@@ -104,6 +107,7 @@ if TYPE_CHECKING:
     from agent.turn.heartbeat import heartbeat_users, user_heartbeat
     from agent.turn.live import join_stream, leave_stream
     from agent.turn.locks import is_running_here
+    from agent.turn.opening import SessionOpening, open_session
     from agent.turn.options import TurnOptions
     from agent.turn.outcome import TurnResult
     from agent.turn.ratelimit import take_turn_slot
@@ -170,6 +174,7 @@ _PLACES = {
     "heartbeat": ("heartbeat_users", "user_heartbeat"),
     "live": ("join_stream", "leave_stream"),
     "locks": ("is_running_here",),
+    "opening": ("SessionOpening", "open_session"),
     "options": ("TurnOptions",),
     "outcome": ("TurnResult",),
     "ratelimit": ("take_turn_slot",),
@@ -219,6 +224,7 @@ __all__ = [
     "ModelNotConfigured",
     "OverBudget",
     "SessionGone",
+    "SessionOpening",
     "SessionRef",
     "TurnError",
     "TurnOptions",
@@ -254,6 +260,7 @@ __all__ = [
     "model_in_use",
     "on_db",
     "on_session_deleted",
+    "open_session",
     "pending_requests",
     "prune_relayed",
     "report_dead_cron_runs",
