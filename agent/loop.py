@@ -21,30 +21,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agent.budget import ContextBudget, LLMMessage
-from agent.events import (
-    Emit,
-    ToolCallEvent,
-    ToolResult,
-)
+from agent.events import Emit
 from agent.gate import Gate, Verdicts, WaitingCall, unanswered
 from agent.llm.client import LLM, LLMResponse, ToolCall
 from agent.llm.error_kinds import LLMError
 from agent.loop_messages import (
     StreamEvents,
     assistant_message,
-    batches,
     explain,
     give_fresh_ids,
     prepare_calls,
-    tool_message,
 )
+from agent.loop_tools import AnswerCalls, Tools, ToolSteps
 
 logger = logging.getLogger(__name__)
 
 OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
 Status = Literal["succeeded", "failed", "waiting"]
 
-CANCELLED_RESULT = "Error: the turn was stopped before this tool ran to completion."
 EMPTY_REPLY = "(The model returned an empty reply.)"
 
 
@@ -62,17 +56,7 @@ class LoopResult:
     waiting: list[WaitingCall] = field(default_factory=list)
 
 
-class Tools(Protocol):
-    """What the loop needs of a tool set (a turn's `agent.tools.TurnTools`)."""
-
-    def definitions(self) -> list[dict[str, Any]]: ...
-
-    def parallel_safe(self, name: str) -> bool: ...
-
-    async def execute(self, name: str, arguments: dict[str, Any] | str | None) -> str: ...
-
-
-class Steps(Protocol):
+class Steps(ToolSteps, Protocol):
     """Where the loop reports each model call and tool call once it has ended, stopped or
     failed: `started` is the wall clock (`time.time()`) at its start. Called on the event
     loop, between two awaits of the turn: it only takes a note."""
@@ -86,9 +70,6 @@ class Steps(Protocol):
         response: LLMResponse | None,
         error: str | None,
     ) -> None: ...
-
-    # `output` is None for a call stopped before it answered.
-    def tool_call(self, *, call: ToolCall, started: float, ms: int, output: str | None) -> None: ...
 
 
 class Spending(Protocol):
@@ -293,29 +274,17 @@ class AgentLoop:
         result: LoopResult,
         verdicts: Verdicts,
     ) -> bool:
-        """Run the calls of one answer up to the first that waits for a person, each that
-        was answered as its verdict says; whether calls are left waiting (then `result`
-        says which, and the turn ends here)."""
-        stop, verdicts = len(calls), dict(verdicts)
-        if self.gate is not None:
-            stop, verdicts = self.gate.split([(c.id, c.name) for c in calls], verdicts)
-        await self._run_tools(turn, calls[:stop], parsed[:stop], result, verdicts)
-        if stop == len(calls):
+        """Run the calls of one answer (`AnswerCalls.act`); whether calls are left waiting
+        (then `result` says which, and the turn ends here)."""
+        # Made for each answer: it keeps to the loop's tools and gate as they are now.
+        calls_of = AnswerCalls(
+            tools=self.tools, emit=self.emit, gate=self.gate, steps=self.steps, record=self._record
+        )
+        waiting = await calls_of.act(turn, calls, parsed, result.tools_used, verdicts)
+        if waiting is None:
             return False
-        result.status = "waiting"
-        result.waiting = [
-            WaitingCall(call.id, call.name, arguments, position)
-            for position, (call, arguments) in enumerate(zip(calls, parsed, strict=True))
-            if position >= stop and call.id not in verdicts and self._gated(call.name)
-        ]
+        result.status, result.waiting = "waiting", waiting
         return True
-
-    def _gated(self, name: str) -> bool:
-        return self.gate is not None and self.gate.needed(name)
-
-    def _parallel_safe(self, name: str) -> bool:
-        # A call that waits for a person runs alone, once it may.
-        return self.tools.parallel_safe(name) and not self._gated(name)
 
     def _model_step(
         self, started: float, clock: float, response: LLMResponse | None, error: str | None
@@ -326,84 +295,6 @@ class AgentLoop:
             self.steps.model_call(
                 model=model, started=started, ms=ms, response=response, error=error
             )
-
-    async def _run_tools(
-        self,
-        turn: list[LLMMessage],
-        calls: list[ToolCall],
-        parsed: list[dict[str, Any] | str],
-        result: LoopResult,
-        verdicts: Verdicts,
-    ) -> None:
-        """Run the calls of one answer: each run of calls that are safe side by side at once,
-        any other alone, in order; their answers go into the history in the calls' order.
-        A call with a verdict text does not run: that text is its answer."""
-        recorded = 0
-        answers: dict[str, str] = {}
-        # Calls whose card the clients show open: announced, no result sent yet.
-        running: dict[str, ToolCall] = {}
-        try:
-            for batch in batches(calls, parsed, self._parallel_safe):
-                for call, arguments in batch:
-                    await self.emit(
-                        ToolCallEvent(
-                            id=call.id,
-                            name=call.name,
-                            arguments=arguments if isinstance(arguments, dict) else call.arguments,
-                        )
-                    )
-                    running[call.id] = call
-                    if verdicts.get(call.id) is None:
-                        result.tools_used.append(call.name)
-                runs = [
-                    self._run_tool(call, arguments, answers, running, verdicts.get(call.id))
-                    for call, arguments in batch
-                ]
-                if len(runs) == 1:
-                    await runs[0]
-                else:
-                    await asyncio.gather(*runs)
-                for call, _ in batch:
-                    # Counted before the write: a stop during it must not answer this call
-                    # twice (the write finishes in its thread all the same).
-                    recorded += 1
-                    await self._record(turn, tool_message(call, answers[call.id]), None)
-        except asyncio.CancelledError:
-            # Every call needs an answer or the saved history is invalid for the provider;
-            # the ones that were running also close their cards on the clients.
-            for call in running.values():
-                await self.emit(ToolResult(id=call.id, name=call.name, result=CANCELLED_RESULT))
-            for call in calls[recorded:]:
-                answer = answers.get(call.id, CANCELLED_RESULT)
-                await self._record(turn, tool_message(call, answer), None)
-            raise
-
-    async def _run_tool(
-        self,
-        call: ToolCall,
-        arguments: dict[str, Any] | str,
-        answers: dict[str, str],
-        running: dict[str, ToolCall],
-        verdict: str | None = None,
-    ) -> None:
-        started, wall = time.monotonic(), time.time()
-        try:
-            if verdict is None:
-                output = await self.tools.execute(call.name, arguments)
-            else:
-                output = verdict  # answered for it: it does not run
-        except BaseException:
-            self._tool_step(call, wall, int((time.monotonic() - started) * 1000), None)
-            raise
-        elapsed = int((time.monotonic() - started) * 1000)
-        self._tool_step(call, wall, elapsed, output)
-        answers[call.id] = output
-        await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
-        del running[call.id]
-
-    def _tool_step(self, call: ToolCall, started: float, ms: int, output: str | None) -> None:
-        if self.steps is not None:
-            self.steps.tool_call(call=call, started=started, ms=ms, output=output)
 
     async def _record(
         self, turn: list[LLMMessage], message: LLMMessage, usage: dict[str, int] | None

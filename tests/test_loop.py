@@ -11,7 +11,8 @@ import pytest
 
 from agent.budget import ContextBudget
 from agent.events import Collector
-from agent.loop import CANCELLED_RESULT, AgentLoop
+from agent.loop import AgentLoop
+from agent.loop_tools import CANCELLED_RESULT
 from agent.tokens import TokenCounter
 from agent.tools import Tool, ToolContext, build_registry
 from agent.tools.registry import ToolRegistry

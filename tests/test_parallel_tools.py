@@ -15,7 +15,7 @@ from typing import Any
 import mcp.types
 import pytest
 
-from agent.loop import CANCELLED_RESULT
+from agent.loop_tools import CANCELLED_RESULT
 from agent.tools import Tool, ToolContext
 from agent.tools.mcp.tool import make_tools
 from tests.conftest import ROOT

@@ -113,7 +113,7 @@ async def test_an_overtaken_turn_ends_failed_and_says_why(when: str, llm, ada) -
 
     from agent.events import Collector
     from agent.turn import SessionRef, run_turn
-    from agent.turn.runner import LOST_LOCK_TEXT
+    from agent.turn.closing import LOST_LOCK_TEXT
 
     key = f"web:overtaken-{when.replace(' ', '-')}"
     if when == "mid-turn":

@@ -18,8 +18,8 @@ from django.db import connection, connections
 
 from agent.llm.client import LLM, _limits
 from agent.turn import locks, run_turn
+from agent.turn.closing import LOST_LOCK_TEXT
 from agent.turn.locks import ADVISORY_LOCK_CLASS
-from agent.turn.runner import LOST_LOCK_TEXT
 from sessions_app import services
 from sessions_app.models import Message, Run
 from tests.conftest import ROOT

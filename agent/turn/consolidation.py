@@ -24,17 +24,20 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from agent import jobs
 from agent.conf import AgentSettings
 from agent.llm import LLM, LLMError, LLMResponse
 from agent.loop import LoopResult
 from agent.tokens import TokenCounter
+from agent.turn import store
 from agent.turn.db import on_db
 from agent.turn.model_config import llm_config
 from agent.turn.spending import TurnSpending, spending_of
 from sessions_app import memory as memories
 from sessions_app import usage as ledger
-from sessions_app.models import Message
+from sessions_app.models import Message, Session
 
 logger = logging.getLogger(__name__)
 
@@ -252,3 +255,17 @@ def due(*, crowded: bool, history_tokens: int, limit: int) -> bool:
 def queue(session_id: int, model: str) -> None:
     """Consolidate the session in the worker, once the turn's writes are committed."""
     jobs.enqueue(jobs.CONSOLIDATE_MEMORY, session_id, model, task_name=f"memory-{session_id}")
+
+
+async def queue_if_due(
+    session: Session, model: str, *, window: int, history: tuple[int, int]
+) -> None:
+    """Queue the session's consolidation if it has grown enough (`due`): `window` is the
+    memory window, `history` what the history cost of what a turn's model call may send."""
+    try:
+        tokens, limit = history
+        crowded = await store.more_unconsolidated_than(session_id=session.pk, count=window)
+        if due(crowded=crowded, history_tokens=tokens, limit=limit):
+            await sync_to_async(queue)(session.pk, model)
+    except Exception:  # the reply is out; memory can wait for the next turn
+        logger.exception("could not queue the consolidation of %s", session.key)

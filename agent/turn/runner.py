@@ -1,20 +1,19 @@
 """One turn, from the moment it holds its session's lock to its closed run record.
 
 `TurnRunner` gathers the turn's parts (history, tools bound to the turn, the model, the
-prompt), runs the loop, and closes the record however the turn ends: finished, stopped,
-crashed, with its session deleted under it, or waiting for a person (`agent.turn.waiting`),
-from where a runner of the same run goes on once the answers are in.
+prompt, `agent.turn.prompt`), runs the loop, and closes the record however the turn ends
+(`agent.turn.closing`): finished, stopped, crashed, with its session deleted under it, or
+waiting for a person (`agent.turn.waiting`), from where a runner of the same run goes on
+once the answers are in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.utils import timezone
 
@@ -28,12 +27,12 @@ from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.hooks import TurnHooks
-from agent.turn import consolidation, live, store, waiting
+from agent.turn import closing, consolidation, live, prompt, store, waiting
 from agent.turn.approvals import carried_approvals, gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.heartbeat_limits import HeartbeatWatch
 from agent.turn.locks import lost_lock
-from agent.turn.message_log import Entry, MessageLog
+from agent.turn.message_log import MessageLog
 from agent.turn.model_config import llm_config
 from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
@@ -46,19 +45,9 @@ from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted, TurnSuperseded
-from sessions_app.usage import run_usage
 from skills_app.entries import SkillEntry
 
 logger = logging.getLogger(__name__)
-
-STOPPED_TEXT = "Stopped."
-LOST_LOCK_TEXT = (
-    "This turn stopped: its connection to the database was lost, and another turn of this "
-    "conversation started meanwhile. Nothing more of it was saved; send your message again."
-)
-
-# Records being closed after a stop; the event loop keeps only weak references to tasks.
-_closing: set[asyncio.Future[Any]] = set()
 
 
 class TurnRunner:
@@ -249,7 +238,7 @@ class TurnRunner:
             # left to record, and the door says why the turn ended.
             unwatch()
             if self.loop is not None:
-                await self._count_deleted(self.loop.result, Run.Status.FAILED)
+                await self._closer().count_deleted(self.loop.result, Run.Status.FAILED)
             await self.emit(ThinkingFinished(run_id=self.run_id))
             raise
         except Exception:  # a bug of ours must still end the run and reach the user
@@ -274,15 +263,9 @@ class TurnRunner:
         reads no history (a sub-agent's, a heartbeat's) leaves nothing worth remembering."""
         if self.history_share is None or not self.profile.history:
             return
-        try:
-            tokens, limit = self.history_share
-            crowded = await store.more_unconsolidated_than(
-                session_id=self.session.pk, count=self.conf.memory_window
-            )
-            if consolidation.due(crowded=crowded, history_tokens=tokens, limit=limit):
-                await sync_to_async(consolidation.queue)(self.session.pk, self.model)
-        except Exception:  # the reply is out; memory can wait for the next turn
-            logger.exception("could not queue the consolidation of %s", self.session.key)
+        await consolidation.queue_if_due(
+            self.session, self.model, window=self.conf.memory_window, history=self.history_share
+        )
 
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
         owner = self.owner.get_username() if self.owner else None
@@ -311,7 +294,7 @@ class TurnRunner:
         system: dict[str, Any] | None
         if direct:
             # The model alone: the client's instructions are its whole system message.
-            system = self._instructions_message()
+            system = prompt.instructions_message(self.options)
             user = {"role": "user", "content": self.content}
         else:
             skills = await store.offered_skills(
@@ -322,7 +305,17 @@ class TurnRunner:
                 run=self.run,
                 skill_tools=[name for skill in skills for name in skill.approve_tools],
             )
-            system = {"role": "system", "content": await self._system_prompt(tools.names(), skills)}
+            text = await prompt.system_prompt(
+                conf=self.conf,
+                profile=self.profile,
+                session=self.session,
+                owner_id=self.ctx.owner_id,
+                folder=self.folder,
+                options=self.options,
+                tool_names=tools.names(),
+                skills=skills,
+            )
+            system = {"role": "system", "content": text}
             # A turn that goes on after a wait keeps the clock its user's message had.
             now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
             user = context.user_message(self.content, now=now)
@@ -371,208 +364,35 @@ class TurnRunner:
         await self.log.flush()
         return outcome
 
-    def _instructions_message(self) -> dict[str, Any] | None:
-        text = self.options.instructions
-        return {"role": "system", "content": text} if text.strip() else None
-
-    async def _system_prompt(self, tool_names: list[str], skills: list[SkillEntry]) -> str:
-        if self.profile.subagent:
-            return context.subagent_prompt(workspace=self.folder, tool_names=tool_names)
-        remembered = await store.long_term_memory(owner_id=self.ctx.owner_id)
-        # The summary is of the stored history, which a client that sends its own does not
-        # continue.
-        summary = (
-            await store.latest_summary(session_id=self.session.pk)
-            if self.options.history is None
-            else ""
-        )
-        return context.system_prompt(
-            workspace=self.conf.workspace,
-            folder=self.folder,
-            tool_names=tool_names,
-            sections=[
-                *context.memory_sections(long_term=remembered, summary=summary),
-                *context.skills_sections(skills),
-                context.client_instructions(self.options.instructions),
-            ],
-        )
-
     async def _close_stopped(self) -> None:
-        # What the turn did before the stop still counts: iterations, tools, tokens.
-        stopped = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
-        stopped.text = STOPPED_TEXT
+        stopped = closing.stopped(self.loop.result if self.loop is not None else None)
         await self._close_for_sure(stopped, cancelled=True)
 
     def _lost(self) -> LoopResult:
-        """The outcome of a turn another turn of its session overtook: what it did before
-        still counts, but it failed."""
-        done = self.loop.result if self.loop is not None else LoopResult("", "failed", 0)
-        return LoopResult(
-            text=LOST_LOCK_TEXT,
-            status="failed",
-            iterations=done.iterations,
-            tools_used=done.tools_used,
-            usage=done.usage,
-            cost=done.cost,
-            error="lost the session's lock to another turn",
-            error_kind="lost_lock",
-        )
+        return closing.lost(self.loop.result if self.loop is not None else None)
 
     async def _close_for_sure(self, outcome: LoopResult, **how: bool) -> TurnResult:
-        """Close the record even if another cancel arrives meanwhile: the session's lock is
-        held until it is closed, and the next turn must find every message saved."""
-        closing = asyncio.ensure_future(self._close(outcome, **how))
-        _closing.add(closing)
-        closing.add_done_callback(_closing.discard)
-        while not closing.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(closing)
-        return closing.result()
+        return await closing.for_sure(self._close(outcome, **how))
 
     async def _close(
         self, outcome: LoopResult, *, cancelled: bool = False, lost: bool = False
     ) -> TurnResult:
-        # The record is closed after the messages it counts are saved, and is closed whatever
-        # became of them. A session deleted meanwhile has nothing left to close: `finish_run`
-        # then updates nothing.
         await self._wrote(None)  # whatever ended the turn, even a stop mid-command
-        messages: list[Entry] = []
-        try:
-            messages = await self.log.held()
-        except SessionDeleted:
-            logger.info("the session of run %s was deleted while it ran", self.run_id)
-        except TurnSuperseded:
-            outcome, cancelled, lost = self._lost(), False, True
-        except Exception:
-            logger.exception("a message of run %s could not be saved", self.run_id)
-        if lost:
-            # What it still held (its answer, or the part of one it was cut off in) came
-            # after it lost the lock: saving it could interleave with the next turn's.
-            messages = []
-        status: str = Run.Status.CANCELLED if cancelled else outcome.status
-        if status == Run.Status.WAITING:
-            return await self._wait(outcome, messages)
-        try:
-            await self._finish(outcome, status, messages, cancelled=cancelled)
-        except SessionDeleted:
-            logger.info("the session of run %s was deleted as it ended", self.run_id)
-            await self._count_deleted(outcome, status, cancelled=cancelled)
-        except TurnSuperseded:
-            # Overtaken between its last write and its end: the run closes, without them.
-            outcome, status, cancelled = self._lost(), Run.Status.FAILED, False
-            await self._finish(outcome, status, [], cancelled=False)
-        used = run_usage(self.run)
-        await self.emit(ThinkingFinished(run_id=self.run_id, usage=used))
-        succeeded = status == Run.Status.SUCCEEDED
-        # A stopped turn has no reply (the /stop answer says what happened). A reply is not
-        # sent twice: not when the model already sent these very words here as a message.
-        here = self.delivery.home is self.session
-        if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
-            await self.emit(
-                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
-            )
-        if self.exporting:  # after the answer, which the spans must not hold up
-            await asyncio.to_thread(self._export, outcome, str(status))
-        if self.hooks is not None:
-            # After the run is recorded and its answer sent: a slow hook delays neither.
-            await self.hooks.turn_end(
-                status=str(status),
-                text=outcome.text,
-                error=outcome.error,
-                iterations=outcome.iterations,
-                tools_used=outcome.tools_used,
-            )
-        return TurnResult(
-            session_key=self.session.key,
-            text=outcome.text,
-            status=status,
-            run_id=self.run_id,
-            iterations=outcome.iterations,
-            tools_used=outcome.tools_used,
-            usage=outcome.usage,
-            error=outcome.error,
-            error_kind=outcome.error_kind,
-            delivered=succeeded and bool(self.delivery.said),
-            endpoint=self.endpoint,
-        )
+        return await self._closer().close(outcome, cancelled=cancelled, lost_lock=lost)
 
-    async def _wait(self, outcome: LoopResult, messages: list[Entry]) -> TurnResult:
-        """Leave the run waiting for a person's answers, and ask every socket of the
-        session; a turn stopped meanwhile ends stopped instead."""
-        try:
-            # Its trace so far is kept with it: the turn's ending records the rest.
-            trace = self.trace.everything() if self.trace is not None and self.conf.trace else None
-            asked = await waiting.park(self.run, outcome, messages, conf=self.conf, trace=trace)
-        except SessionDeleted:
-            logger.info("the session of run %s was deleted as it began to wait", self.run_id)
-            asked = None
-        except TurnSuperseded:
-            lost = self._lost()
-            await self._finish(lost, Run.Status.FAILED, [], cancelled=False)
-            await self.emit(ThinkingFinished(run_id=self.run_id))
-            return TurnResult(self.session.key, lost.text, Run.Status.FAILED, self.run_id)
-        if asked is not None:
-            for request in asked:
-                await self.emit(request)
-        await self.emit(ThinkingFinished(run_id=self.run_id))
-        return TurnResult(
-            session_key=self.session.key,
-            text="" if asked is not None else STOPPED_TEXT,
-            status=Run.Status.WAITING if asked is not None else Run.Status.CANCELLED,
-            run_id=self.run_id,
-            iterations=outcome.iterations,
-            tools_used=outcome.tools_used,
-            usage=outcome.usage,
-            pending=[
-                {"id": request.id, "name": request.name, "arguments": request.arguments}
-                for request in asked or []
-            ],
-        )
-
-    async def _finish(
-        self, outcome: LoopResult, status: str, messages: list[Entry], *, cancelled: bool
-    ) -> None:
-        await store.finish_run(
+    def _closer(self) -> closing.RunClose:
+        return closing.RunClose(
+            session=self.session,
             run=self.run,
-            status=status,
-            text=outcome.text,
-            error=outcome.error or ("stopped by the user" if cancelled else None),
-            iterations=outcome.iterations,
-            tools_used=outcome.tools_used,
-            usage=outcome.usage,
-            cost=outcome.cost,
-            messages=messages,
-            trace=self.trace.everything() if self.trace is not None and self.conf.trace else None,
+            emit=self.emit,
+            conf=self.conf,
+            log=self.log,
+            delivery=self.delivery,
+            hooks=self.hooks,
+            trace=self.trace,
+            exporting=self.exporting,
+            done=self.loop.result if self.loop is not None else None,
             # A turn that waited may hold from before, whatever its budget is now.
             held=self.spending is not None or self.resuming is not None,
-        )
-
-    async def _count_deleted(
-        self, outcome: LoopResult, status: str, *, cancelled: bool = False
-    ) -> None:
-        """A run deleted with its session while it ran: what it cost was spent all the same,
-        and goes into its owner's ledger (else deleting a chat gave its turn's spending back
-        once its hold expired). The run stays deleted (`finish_run`)."""
-        try:
-            await self._finish(outcome, status, [], cancelled=cancelled)
-        except Exception:
-            logger.exception("what run %s cost could not be counted", self.run_id)
-
-    def _export(self, outcome: LoopResult, status: str) -> None:
-        """The run as OpenTelemetry spans (in a thread: the SDK loads with the first)."""
-        try:
-            from agent.turn import telemetry
-        except ImportError as exc:
-            logger.warning("runs are not exported: OpenTelemetry is not installed (%s)", exc)
-            return
-        telemetry.export_run(
-            self.run,
-            session_key=self.session.key,
-            status=status,
-            error=outcome.error,
-            error_kind=outcome.error_kind,
-            usage=outcome.usage,
-            cost=outcome.cost,
-            steps=self.trace.everything() if self.trace is not None else [],
-            conf=self.conf,
+            endpoint=self.endpoint,
         )

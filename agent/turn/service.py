@@ -21,6 +21,7 @@ from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, ModelChosen, discard
 from agent.turn import rewind, slash, store, waiting
 from agent.turn.approvals import end_waiting
+from agent.turn.closing import STOPPED_TEXT
 from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
@@ -33,7 +34,7 @@ from agent.turn.refusals import (
     choose_model,
     validate_content,
 )
-from agent.turn.runner import STOPPED_TEXT, TurnRunner
+from agent.turn.runner import TurnRunner
 from agent.turn.spending import budget_refusal
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted

@@ -8,8 +8,8 @@ GenAI semantic conventions (`gen_ai.operation.name`, `gen_ai.request.model`,
 status for what failed. They are made once the run has ended, from its trace, with the
 times the trace recorded, and handed to the SDK's batch processor, whose own thread sends
 them: the turn waits for no collector, and a turn of a site without the setting loads
-nothing of OpenTelemetry. The SDK and its exporter are the optional extra `otel`; the
-runner imports this module only when a collector is named.
+nothing of OpenTelemetry. The SDK and its exporter are the optional extra `otel`; a
+turn's end (`agent.turn.closing`) imports this module only when a collector is named.
 
 A run's span id comes from its id, and its trace id is its own id or, for a sub-agent's
 run, the id of the run that started it: a sub-agent's span is a child of that run's span,
