@@ -13,7 +13,7 @@ from django_q.admin import TaskAdmin
 from django_q.models import Success
 
 from agent.doors.admin_prompt_files import with_prompt_files
-from sessions_app.admin import UserBudgetInline
+from sessions_app.admin_usage import UserBudgetInline
 from sessions_app.durations import between
 
 _User = get_user_model()

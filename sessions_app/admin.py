@@ -23,17 +23,14 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app import services
+from sessions_app import admin_usage, services  # noqa: F401 (admin_usage: its pages register as it loads)
 from sessions_app.durations import between
 from sessions_app.models import (
     Approval,
-    DailyUsage,
     Memory,
     Message,
     Run,
     Session,
-    UserBudget,
-    UserPreferences,
 )
 from sessions_app.timeline import timeline as run_timeline
 from sessions_app.usage import ZERO, usage_dict
@@ -313,59 +310,6 @@ class MemoryAdmin(admin.ModelAdmin):
     readonly_fields = ("created", "updated")
 
 
-@admin.register(DailyUsage)
-class DailyUsageAdmin(admin.ModelAdmin):
-    """Every account's usage, a line per UTC day and model, with the totals of what the
-    filters leave above the list."""
-
-    list_display = (
-        "day",
-        "owner",
-        "model",
-        "runs",
-        "prompt_tokens",
-        "completion_tokens",
-        "total_tokens",
-        "priced_cost",
-        "unpriced_runs",
-    )
-    list_filter = ("day", "model", "owner")
-    list_select_related = ("owner",)
-    search_fields = ("owner__username", "model")
-    date_hierarchy = "day"
-    change_list_template = "admin/sessions_app/dailyusage/change_list.html"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
-        response = super().changelist_view(request, extra_context)
-        changelist = (getattr(response, "context_data", None) or {}).get("cl")
-        if changelist is not None:
-            sums = changelist.queryset.aggregate(
-                runs=Sum("runs"),
-                prompt=Sum("prompt_tokens"),
-                completion=Sum("completion_tokens"),
-                total=Sum("total_tokens"),
-                priced=Sum("priced_cost"),
-                unpriced=Sum("unpriced_runs"),
-            )
-            response.context_data["usage_totals"] = {  # type: ignore[attr-defined]
-                "runs": sums["runs"] or 0,
-                **usage_dict(
-                    prompt=sums["prompt"] or 0,
-                    completion=sums["completion"] or 0,
-                    total=sums["total"] or 0,
-                    priced_cost=sums["priced"] or ZERO,
-                    unpriced_runs=sums["unpriced"] or 0,
-                ),
-            }
-        return response
-
-
 @admin.register(Approval)
 class ApprovalAdmin(admin.ModelAdmin):
     """Every tool call that waited for a person; `pending` ones wait now."""
@@ -381,38 +325,3 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
-
-
-class UserBudgetInline(admin.StackedInline):
-    """On a user's page: lift their daily budget, or give them another amount."""
-
-    model = UserBudget
-    can_delete = True
-    max_num = 1
-    extra = 1
-    verbose_name = "daily budget"
-    verbose_name_plural = "daily budget"
-
-
-@admin.register(UserBudget)
-class UserBudgetAdmin(admin.ModelAdmin):
-    list_display = ("user", "unlimited", "daily_budget")
-    list_select_related = ("user",)
-    search_fields = ("user__username",)
-    raw_id_fields = ("user",)
-
-
-@admin.register(UserPreferences)
-class UserPreferencesAdmin(admin.ModelAdmin):
-    """What each user adds to the tools that wait for their yes."""
-
-    list_display = (
-        "user",
-        "approve_tools",
-        "heartbeat_tools",
-        "heartbeat_approve_tools",
-        "updated",
-    )
-    search_fields = ("user__username",)
-    raw_id_fields = ("user",)
-    readonly_fields = ("updated",)
