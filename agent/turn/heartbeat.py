@@ -10,7 +10,7 @@ web chat.
 What the heartbeat does, a turn of the agent's wrote: so it keeps to the limits of the turn
 that last changed the file, by a file tool, a command or a link
 (`UserPreferences.heartbeat_tools` and `heartbeat_approve_tools`, which the runner records,
-`heartbeat_limits`): a task limited to some tools, or a chat where `exec` waits for a yes,
+`heartbeat_watch`): a task limited to some tools, or a chat where `exec` waits for a yes,
 cannot write tasks that the heartbeat then carries out with every tool, unasked.
 """
 

@@ -30,7 +30,7 @@ from agent.tools.hooks import TurnHooks
 from agent.turn import closing, consolidation, live, prompt, store, waiting
 from agent.turn.approvals import carried_approvals, gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
-from agent.turn.heartbeat_limits import HeartbeatWatch
+from agent.turn.heartbeat_watch import HeartbeatWatch
 from agent.turn.locks import lost_lock
 from agent.turn.message_log import MessageLog
 from agent.turn.model_config import llm_config
@@ -169,7 +169,7 @@ class TurnRunner:
 
     async def _record_heartbeat_limits(self) -> None:
         """The user's HEARTBEAT.md changed in this turn: the heartbeat keeps to this turn's
-        limits (`heartbeat_limits`), which it would otherwise pass, since what the file asks
+        limits (`heartbeat_watch`), which it would otherwise pass, since what the file asks
         for runs later, on its own, with no one to ask."""
         if self.owner is None:
             return
