@@ -62,6 +62,7 @@ class AgentSettings:
     otel_headers: str
     otel_service: str
     model_prices: str
+    vision_models: tuple[str, ...]
     user_daily_budget: float
     tools: tuple[str, ...]
     approve_tools: tuple[str, ...]
@@ -109,6 +110,7 @@ def agent_settings() -> AgentSettings:
         dict.fromkeys(item.strip() for item in declared["approve_tools"] if item.strip())
     )
     declared["hooks"] = tuple(declared["hooks"])
+    declared["vision_models"] = tuple(name.strip() for name in declared["vision_models"])
     return AgentSettings(
         **declared,
         models=_allowed_models(declared["model"], declared["model_choices"]),

@@ -46,6 +46,13 @@ SETTINGS: tuple[Setting, ...] = (
         "model ids users may pick besides AGENT_MODEL; any other is refused",
         "model_choices",
     ),
+    Setting(
+        "AGENT_VISION_MODELS",
+        "list",
+        [],
+        "model ids that take images, beyond those litellm's table says do",
+        "vision_models",
+    ),
     Setting("AGENT_API_BASE", "str", "", "an OpenAI-compatible server's URL", "api_base"),
     Setting(
         "AGENT_API_KEY",

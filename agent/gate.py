@@ -35,6 +35,14 @@ class Gate:
     # For a turn with no one to ask: the answer a call of such a tool (by name) gets at
     # once, instead of waiting.
     refusal: Callable[[str], str] | None = None
+    # Tools the turn's client runs itself (an OpenAI client's own functions): a call of
+    # one ends the turn there, handed over to the client, whose result continues it.
+    external: frozenset[str] = frozenset()
+
+    def waits(self, name: str) -> bool:
+        """Whether a call of `name` waits for someone outside the turn, a person or the
+        client."""
+        return name in self.external or self.needed(name)
 
     def split(
         self, calls: Sequence[tuple[str, str]], verdicts: Verdicts
@@ -44,9 +52,9 @@ class Gate:
         that has no one to ask added."""
         decided = dict(verdicts)
         for index, (call_id, name) in enumerate(calls):
-            if call_id in decided or not self.needed(name):
+            if call_id in decided or not self.waits(name):
                 continue
-            if self.refusal is None:
+            if self.refusal is None or name in self.external:
                 return index, decided
             decided[call_id] = self.refusal(name)
         return len(calls), decided

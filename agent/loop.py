@@ -54,6 +54,12 @@ class LoopResult:
     error_kind: str | None = None
     # With status "waiting": the calls that wait for a person, in order.
     waiting: list[WaitingCall] = field(default_factory=list)
+    # The calls of the client's own tools the turn ended with, in order: the client runs
+    # them, and its results continue the turn (`resume`). `text` is what the model wrote
+    # beside them.
+    handed_over: list[WaitingCall] = field(default_factory=list)
+    # The log probabilities of the last answer's text, when the caller asked for them.
+    logprobs: list[Any] = field(default_factory=list)
 
 
 class Steps(ToolSteps, Protocol):
@@ -104,6 +110,7 @@ class AgentLoop:
         gate: Gate | None = None,
         steps: Steps | None = None,
         spending: Spending | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -114,6 +121,9 @@ class AgentLoop:
         self.gate = gate
         self.steps = steps
         self.spending = spending
+        # The caller's choice of tool for the first model call (a client's `tool_choice`);
+        # the calls after it choose freely, or a forced tool would be called forever.
+        self.tool_choice = tool_choice
         # The tokens of the tool definitions every call sends, once counted.
         self._definition_tokens: int | None = None
         self.result = LoopResult(text="", status="succeeded", iterations=0)
@@ -188,6 +198,7 @@ class AgentLoop:
 
             if not response.tool_calls:
                 result.text = response.content or EMPTY_REPLY
+                result.logprobs = response.logprobs
                 await self._record(turn, assistant_message(result.text, response), response.usage)
                 return result
 
@@ -197,6 +208,8 @@ class AgentLoop:
             assistant["tool_calls"] = sendable
             await self._record(turn, assistant, response.usage)
             if await self._act(turn, response.tool_calls, parsed, result, {}):
+                if result.handed_over:
+                    result.text = response.content
                 return result
 
         result.status = "failed"
@@ -219,6 +232,7 @@ class AgentLoop:
     async def _call_model(self, turn: list[LLMMessage], messages: list[LLMMessage]) -> LLMResponse:
         stream = StreamEvents(self.emit)
         started, clock = time.time(), time.perf_counter()
+        choice, self.tool_choice = self.tool_choice or "auto", None
         try:
             response = await self.llm.stream(
                 messages,
@@ -226,6 +240,7 @@ class AgentLoop:
                 on_text=stream.text,
                 on_reasoning=stream.reasoning,
                 on_retry=stream.retry,
+                tool_choice=choice,
             )
         except asyncio.CancelledError:
             self._model_step(started, clock, None, STOPPED_STEP)
@@ -283,6 +298,13 @@ class AgentLoop:
         waiting = await calls_of.act(turn, calls, parsed, result.tools_used, verdicts)
         if waiting is None:
             return False
+        external = self.gate.external if self.gate is not None else frozenset()
+        handed = [call for call in waiting if call.name in external]
+        if handed:
+            # The calls after them that wait for a person are decided when the client's
+            # results continue the turn.
+            result.handed_over = handed
+            return True
         result.status, result.waiting = "waiting", waiting
         return True
 

@@ -82,7 +82,7 @@ class AnswerCalls:
         ]
 
     def _gated(self, name: str) -> bool:
-        return self.gate is not None and self.gate.needed(name)
+        return self.gate is not None and self.gate.waits(name)
 
     def _parallel_safe(self, name: str) -> bool:
         # A call that waits for a person runs alone, once it may.

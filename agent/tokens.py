@@ -75,6 +75,13 @@ def _encoder(model: str) -> Callable[[str], int] | None:
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
+# Parts of a message that carry a file (an image, a recording, a document) and what one is
+# reckoned to cost: a detailed image of OpenAI's costs up to about 1,100 tokens, and the
+# encoded bytes, counted as text, would fill any window.
+FILE_PARTS = frozenset({"image_url", "input_audio", "file"})
+FILE_PART_TOKENS = 1100
+
+
 class TokenCounter:
     """Counts messages for one model. Each message is counted once per counter (a turn
     makes one), however often the turn re-fits its context."""
@@ -101,6 +108,7 @@ class TokenCounter:
         if known is not None and known[0] is message and known[2] == exact:
             return known[1]
         tokens = MESSAGE_OVERHEAD + sum(self.text(part) for part in _texts(message))
+        tokens += FILE_PART_TOKENS * _file_parts(message)
         # The message itself is kept with its count, so that its id is not reused meanwhile.
         self._counted[id(message)] = (message, tokens, exact)
         return tokens
@@ -113,13 +121,22 @@ class TokenCounter:
         return self.text(json.dumps(value, ensure_ascii=False, default=str))
 
 
+def _file_parts(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if isinstance(part, dict) and part.get("type") in FILE_PARTS)
+
+
 def _texts(message: dict[str, Any]) -> Iterable[str]:
     content = message.get("content")
     if isinstance(content, str):
         yield content
     elif isinstance(content, list):  # content parts: text and the rest
         for part in content:
-            text = part.get("text") if isinstance(part, dict) else None
+            if not isinstance(part, dict) or part.get("type") in FILE_PARTS:
+                continue  # counted as a whole: their bytes are no text the model reads
+            text = part.get("text")
             yield text if isinstance(text, str) else json.dumps(part, default=str)
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}

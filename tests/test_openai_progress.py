@@ -3,8 +3,8 @@ leave together."""
 
 from __future__ import annotations
 
+from agent.doors.openai.chat_turn import joined
 from agent.doors.openai.progress import Progress
-from agent.doors.openai.turns import joined
 from agent.events import (
     MessageEvent,
     StreamChunk,

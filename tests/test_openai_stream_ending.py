@@ -10,9 +10,9 @@ import pytest
 
 from agent.conf import agent_settings
 from agent.doors.openai.chat_request import read_chat_request
+from agent.doors.openai.chat_turn import ChatTurn
 from agent.doors.openai.progress import Progress
 from agent.doors.openai.shapes import Reply
-from agent.doors.openai.turns import DoorTurn
 from agent.events import Event, ToolCallEvent
 from agent.turn import get_or_create_session
 from tests.conftest import off_the_loop
@@ -44,7 +44,7 @@ async def test_a_stream_that_breaks_midway_says_so_and_ends_with_done(
 
     ada = off_the_loop(user)
     session = await get_or_create_session(key="openai:broken", owner=ada)
-    turn = DoorTurn(chat, user=ada, session=session, reply=Reply(model=chat.model))
+    turn = ChatTurn(chat, Reply(model=chat.model), user=ada, session=session)
     await turn.started()
     raw = b"".join([part async for part in turn.stream()])
 

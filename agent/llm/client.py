@@ -55,6 +55,11 @@ class LLMConfig:
     # US dollars per prompt and per completion token, when the operator priced the model
     # (AGENT_MODEL_PRICES); otherwise litellm's table prices it, or nothing does.
     price: tuple[float, float] | None = None
+    # A client's own generation parameters (`stop`, `seed`, `top_p`, `response_format`,
+    # `parallel_tool_calls`...), sent as they are with every call.
+    params: tuple[tuple[str, Any], ...] = ()
+    # Models the operator says take images, beyond those litellm's table says do.
+    vision_models: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> str | None:
@@ -80,6 +85,8 @@ class LLMResponse:
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None
     cost: float | None = None
+    # The answer's log probabilities (OpenAI's `logprobs.content`), when they were asked for.
+    logprobs: list[Any] = field(default_factory=list)
 
 
 def _cleaned(error: LLMError) -> LLMError:
@@ -167,6 +174,7 @@ class LLM:
                 max_tokens=max_tokens,
                 tool_choice=tool_choice,
             )
+            body.update(cfg.params)
             return wire.stream_chunks(self.wire, body, http_timeout=cfg.timeout)
         request = litellm_adapter.request_kwargs(
             cfg.model,
@@ -179,6 +187,7 @@ class LLM:
             timeout=cfg.timeout,
             tool_choice=tool_choice,
         )
+        request.update(cfg.params)
         return litellm_adapter.stream_chunks(request)
 
     async def _stream_once(
@@ -223,6 +232,9 @@ class LLM:
                     if not choices:
                         continue
                     choice = choices[0]
+                    logprobs = field_of(choice, "logprobs")
+                    if logprobs:
+                        result.logprobs.extend(_plain(field_of(logprobs, "content") or ()))
                     finish = field_of(choice, "finish_reason")
                     if finish:
                         result.finish_reason = finish
@@ -271,6 +283,24 @@ class LLM:
         if self.wire is not None:
             return model_table.cost(self.config.model, usage)
         return litellm_adapter.cost(self.config.model, usage)
+
+    async def refused_params(self, names: list[str]) -> list[str]:
+        """Which of the OpenAI parameters `names` this model's provider does not take. A
+        server spoken to directly speaks OpenAI's protocol and gets them all (it answers
+        for itself); litellm knows what each of its providers takes."""
+        if self.wire is not None or not names:
+            return []
+        supported = await asyncio.to_thread(litellm_adapter.supported_params, self.config.model)
+        if supported is None:
+            return []
+        return [name for name in names if name not in supported]
+
+    def accepts(self, kind: str) -> bool:
+        """Whether the model takes input of `kind` (`image`, `audio`, `file`), by litellm's
+        model table or the operator's word (`AGENT_VISION_MODELS`, for images)."""
+        if kind == "image" and self.config.model in self.config.vision_models:
+            return True
+        return model_table.accepts(self.config.model, kind)
 
     async def context_window(self, *, refresh: bool = False) -> int:
         """Tokens the model accepts: the configured override, what the server says (an
@@ -343,6 +373,11 @@ async def _add(piece: str, pieces: list[str], callback: TextCallback | None) -> 
         pieces.append(piece)
         if callback is not None:
             await callback(piece)
+
+
+def _plain(items: Any) -> list[Any]:
+    """litellm's objects as the JSON they stand for; the wire's dicts as they are."""
+    return [item.model_dump() if hasattr(item, "model_dump") else item for item in items]
 
 
 def _usage_dict(usage: Any) -> dict[str, int]:

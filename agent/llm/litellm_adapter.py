@@ -137,6 +137,18 @@ def cost(model: str, usage: dict[str, int]) -> float | None:
     return total if total > 0 else None
 
 
+def supported_params(model: str) -> list[str] | None:
+    """The OpenAI parameters litellm passes on to `model`'s provider; None: it cannot say."""
+    litellm = load()
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+        supported = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+    except Exception as exc:  # an unknown provider: the provider's own answer will say
+        logger.info("litellm cannot say what %s takes: %s", model, exc)
+        return None
+    return list(supported) if supported is not None else None
+
+
 def context_window(model: str) -> int | None:
     try:
         info = load().get_model_info(model)

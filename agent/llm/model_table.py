@@ -100,3 +100,16 @@ def is_reasoning_model(model: str) -> bool:
     """Whether the model thinks before answering (OpenAI's o-series and gpt-5 refuse a
     temperature other than their own)."""
     return bool((lookup(model) or {}).get("supports_reasoning"))
+
+
+# What a model takes besides text, by the table's word for it.
+_INPUTS = {
+    "image": "supports_vision",
+    "audio": "supports_audio_input",
+    "file": "supports_pdf_input",
+}
+
+
+def accepts(model: str, kind: str) -> bool:
+    """Whether the table says the model takes input of `kind` (`image`, `audio`, `file`)."""
+    return bool((lookup(model) or {}).get(_INPUTS[kind]))

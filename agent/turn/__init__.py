@@ -52,6 +52,18 @@ What a door may ask for, and what it gets back:
   `GroupSink` sends a turn's shared events there, `listen_to_relayed` passes on what
   workers relayed through the database (returns the call that stops it), and
   `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+- Keep a client's conversation (the OpenAI door): `mark_conversation(owner_id=, digest=,
+  session_id=)` says which session a conversation, by a digest of its messages the door
+  makes, continues; `conversation_session` finds it again. `keep_response` and
+  `stored_response` keep and read the Responses API's answers (`StoredResponse`).
+- Shape a turn for a client that brings its own tools and files (`TurnOptions`):
+  `client_tools` are offered beside the agent's (a clash of names is an `InvalidInput`
+  naming `tools[i]`), and a call of one ends the turn with `TurnResult.handed_over`; the
+  client's results continue it (`continuation`). `tool_choice` holds for the first model
+  call; `params` (`stop`, `seed`, `response_format`...) go with every call, and one the
+  model cannot take is an `InvalidInput` naming it. `attachments` (the new message's files)
+  are kept in the user's `uploads/` and shown to a model that takes them, else refused.
+  `prepare_options(options, owner=, model=)` does all that before a door records anything.
 - Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
@@ -93,6 +105,12 @@ if TYPE_CHECKING:
         settle_approvals,
     )
     from agent.turn.consolidation import consolidate_session
+    from agent.turn.conversations import (
+        conversation_session,
+        keep_response,
+        mark_conversation,
+        stored_response,
+    )
     from agent.turn.cron_runs import report_dead_cron_runs, run_cron_job
     from agent.turn.db import on_db
     from agent.turn.fanout import (
@@ -108,7 +126,7 @@ if TYPE_CHECKING:
     from agent.turn.live import join_stream, leave_stream
     from agent.turn.locks import is_running_here
     from agent.turn.opening import SessionOpening, open_session
-    from agent.turn.options import TurnOptions
+    from agent.turn.options import Continuation, TurnOptions
     from agent.turn.outcome import TurnResult
     from agent.turn.ratelimit import take_turn_slot
     from agent.turn.refusals import (
@@ -127,7 +145,13 @@ if TYPE_CHECKING:
         write_through_database,
     )
     from agent.turn.runs import approve_task, cancel_task, execute_task, resume_task, submit_task
-    from agent.turn.service import SessionRef, rerun_turn, resume_turn, run_turn
+    from agent.turn.service import (
+        SessionRef,
+        prepare_options,
+        rerun_turn,
+        resume_turn,
+        run_turn,
+    )
     from agent.turn.slash import choose_session_model, is_command, model_in_use
     from agent.turn.spending import OverBudget, budget_refusal, check_budget
     from agent.turn.store import (
@@ -160,6 +184,12 @@ _PLACES = {
         "settle_approvals",
     ),
     "consolidation": ("consolidate_session",),
+    "conversations": (
+        "conversation_session",
+        "keep_response",
+        "mark_conversation",
+        "stored_response",
+    ),
     "cron_runs": ("report_dead_cron_runs", "run_cron_job"),
     "db": ("on_db",),
     "fanout": (
@@ -175,7 +205,7 @@ _PLACES = {
     "live": ("join_stream", "leave_stream"),
     "locks": ("is_running_here",),
     "opening": ("SessionOpening", "open_session"),
-    "options": ("TurnOptions",),
+    "options": ("Continuation", "TurnOptions"),
     "outcome": ("TurnResult",),
     "ratelimit": ("take_turn_slot",),
     "refusals": (
@@ -189,7 +219,7 @@ _PLACES = {
     ),
     "relay": ("listen_to_relayed", "layer_is_local", "prune_relayed", "write_through_database"),
     "runs": ("approve_task", "cancel_task", "execute_task", "resume_task", "submit_task"),
-    "service": ("SessionRef", "rerun_turn", "resume_turn", "run_turn"),
+    "service": ("SessionRef", "prepare_options", "rerun_turn", "resume_turn", "run_turn"),
     "slash": ("choose_session_model", "is_command", "model_in_use"),
     "spending": ("OverBudget", "budget_refusal", "check_budget"),
     "store": (
@@ -219,6 +249,7 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "ApprovalClosed",
     "ApprovalNotFound",
+    "Continuation",
     "GroupSink",
     "InvalidInput",
     "ModelNotConfigured",
@@ -239,6 +270,7 @@ __all__ = [
     "check_budget",
     "choose_session_model",
     "consolidate_session",
+    "conversation_session",
     "credential_digest",
     "delivering",
     "execute_task",
@@ -251,17 +283,20 @@ __all__ = [
     "is_command",
     "is_running_here",
     "join_stream",
+    "keep_response",
     "known_tool_names",
     "layer_is_local",
     "leave_stream",
     "listen_to_relayed",
     "load",
+    "mark_conversation",
     "messages_for_display",
     "model_in_use",
     "on_db",
     "on_session_deleted",
     "open_session",
     "pending_requests",
+    "prepare_options",
     "prune_relayed",
     "report_dead_cron_runs",
     "rerun_turn",
@@ -274,6 +309,7 @@ __all__ = [
     "session_group",
     "settle_approvals",
     "stop_user_turns",
+    "stored_response",
     "submit_task",
     "take_turn_slot",
     "tool_problems",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from agent.conf import AgentSettings
 from agent.events import Emit, MessageEvent, ThinkingFinished
+from agent.gate import WaitingCall
 from agent.loop import LoopResult
 from agent.tools.hooks import TurnHooks
 from agent.turn import store, waiting
@@ -138,7 +140,10 @@ class RunClose:
         # A stopped turn has no reply (the /stop answer says what happened). A reply is not
         # sent twice: not when the model already sent these very words here as a message.
         here = self.delivery.home is self.session
-        if not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
+        handed_over = succeeded and bool(outcome.handed_over)
+        if handed_over and not outcome.text:
+            pass  # the model only called the client's tools: it said nothing
+        elif not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
             )
@@ -165,6 +170,8 @@ class RunClose:
             error_kind=outcome.error_kind,
             delivered=succeeded and bool(self.delivery.said),
             endpoint=self.endpoint,
+            handed_over=[handed(call) for call in outcome.handed_over] if handed_over else [],
+            logprobs=outcome.logprobs,
         )
 
     async def _wait(self, outcome: LoopResult, messages: list[Entry]) -> TurnResult:
@@ -246,3 +253,9 @@ class RunClose:
             steps=self.trace.everything() if self.trace is not None else [],
             conf=self.conf,
         )
+
+
+def handed(call: WaitingCall) -> dict[str, str]:
+    arguments = call.arguments
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return {"id": call.id, "name": call.name, "arguments": text}

@@ -23,4 +23,5 @@ def llm_config(conf: AgentSettings, model: str) -> LLMConfig:
         openai_base=conf.openai_base_url,
         openai_key=conf.openai_api_key,
         price=(price.input, price.output) if price is not None else None,
+        vision_models=conf.vision_models,
     )

@@ -11,13 +11,16 @@ call that runs the turn, as the conversation a client sends with each request do
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.budget import LLMMessage
 from agent.llm import LLMConfig
 from agent.tools import ToolRegistry
 from sessions_app.models import Run
+
+if TYPE_CHECKING:
+    from agent.turn.attachments import Kept
 
 # None: every tool the turn's kind of turn has. False: a direct generation, the model alone
 # (no tools, no agent prompt, one call). Names: those tools alone.
@@ -35,10 +38,30 @@ class TurnOptions:
     instructions: str = ""
     temperature: float | None = None
     max_tokens: int | None = None
+    # The client's own tools (OpenAI function definitions), offered beside the turn's: a
+    # call of one ends the turn, handed over to the client (`TurnResult.handed_over`).
+    client_tools: tuple[dict[str, Any], ...] = ()
+    # The client's `tool_choice`, for the turn's first model call.
+    tool_choice: str | dict[str, Any] | None = None
+    # The client's other generation parameters (`stop`, `seed`, `top_p`, the penalties,
+    # `response_format`, `logprobs`, `parallel_tool_calls`), sent with every model call.
+    params: tuple[tuple[str, Any], ...] = ()
+    # The files of the new message as the client sent them, each with the parameter that
+    # names it (`messages[3].content[1]`), and once read (`attachments.prepare`), as kept.
+    attachments: tuple[tuple[str, dict[str, Any]], ...] = ()
+    files: tuple[Kept, ...] = ()
+    # A turn that goes on from calls of the client's tools rather than from a new message.
+    continuation: Continuation | None = None
+    # No one can be asked while the turn runs (a client that cannot answer an approval):
+    # a tool that waits for a person is refused at once.
+    unattended: bool = False
 
     @property
     def direct(self) -> bool:
         return self.tools is False
+
+    def client_tool_names(self) -> frozenset[str]:
+        return frozenset(tool["function"]["name"] for tool in self.client_tools)
 
     def recorded_tools(self) -> bool | list[str] | None:
         """`tools` as the run records it (`Run.tools`)."""
@@ -50,7 +73,20 @@ class TurnOptions:
             config = dataclasses.replace(config, temperature=self.temperature)
         if self.max_tokens is not None:
             config = dataclasses.replace(config, max_tokens=self.max_tokens)
+        if self.params:
+            config = dataclasses.replace(config, params=self.params)
         return config
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """What a turn handed over to its client goes on from: the messages the client says the
+    turn had (after its user message: the model's calls, and each result) and the client's
+    results, by call id. The turn's own record, where it matches, stands in for the former:
+    it holds what the client never saw, the agent's own calls and their results."""
+
+    turn: tuple[LLMMessage, ...]
+    results: tuple[tuple[str, str], ...] = field(default=())
 
 
 def tools_of(run: Run) -> Tools:

@@ -30,6 +30,12 @@ class TurnResult:
     delivered: bool = False
     # With status "waiting": the calls that wait for a person, `{id, name, arguments}`.
     pending: list[dict[str, Any]] = field(default_factory=list)
+    # The calls of the client's own tools the turn ended with, `{id, name, arguments}`
+    # (arguments as the model wrote them, JSON text): the client runs them, and its
+    # results continue the turn. `text` is then what the model wrote beside them.
+    handed_over: list[dict[str, str]] = field(default_factory=list)
+    # The log probabilities of the answer's text, when the client asked for them.
+    logprobs: list[Any] = field(default_factory=list)
     # The model server the turn called (`LLMConfig.endpoint`), for the operator's own door
     # to name when it could not be reached; users' doors name no host.
     endpoint: str | None = None

@@ -27,7 +27,16 @@ from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
 from agent.tools.guards.folders import make_user_folder, user_folder
 from agent.tools.hooks import TurnHooks
-from agent.turn import closing, consolidation, live, prompt, store, waiting
+from agent.turn import (
+    attachments,
+    client_turn,
+    closing,
+    consolidation,
+    live,
+    prompt,
+    store,
+    waiting,
+)
 from agent.turn.approvals import carried_approvals, gate_for
 from agent.turn.delivery import Delivery, RepeatScreen
 from agent.turn.heartbeat_watch import HeartbeatWatch
@@ -200,20 +209,23 @@ class TurnRunner:
         else:
             history = []
         await self.emit(ThinkingStarted(run_id=self.run_id))
+        # A turn that goes on from its client's results has its user message already.
+        fresh = self.resuming is None and self.options.continuation is None
+        said = attachments.stored_text(self.content, self.options.files)
         if self.resuming is not None:
             await waiting.announce_answers(self.resuming, self.emit)
-        else:
+        elif fresh:
             # The user's words as stored: other tabs show them, and a page that was still
             # loading its history when the message left gets it back. A system announcement
             # is the model's input but no one's words: clients show it as a note.
             role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
-            await self.emit(MessageEvent(role=role, content=self.content, run_id=self.run_id))
+            await self.emit(MessageEvent(role=role, content=said, run_id=self.run_id))
         task = asyncio.current_task()
         assert task is not None  # a turn is always awaited inside a task
         unwatch = watch_run(self.run.pk, task)
         try:
-            if self.resuming is None:
-                await self.log.add({"role": "user", "content": self.content}, None)
+            if fresh:
+                await self.log.add({"role": "user", "content": said}, None)
                 # Once a turn: one that waited for a person goes on, it does not start again.
                 if self.hooks is not None:
                     await self.hooks.turn_start(self.content)
@@ -284,18 +296,19 @@ class TurnRunner:
                 record=self._record_heartbeat_limits,
             )
         registry = await turn_registry(self.conf)
-        tools = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(
-            self.ctx
-        )
+        own = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(self.ctx)
+        tools = client_turn.with_client_tools(own, self.options)
         llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
         self.endpoint = llm.config.endpoint
         direct = self.allowed is False
         skills: list[SkillEntry] = []
         system: dict[str, Any] | None
+        user: dict[str, Any]
         if direct:
             # The model alone: the client's instructions are its whole system message.
             system = prompt.instructions_message(self.options)
-            user = {"role": "user", "content": self.content}
+            content = attachments.user_content(self.content, self.options.files)
+            user = {"role": "user", "content": content}
         else:
             skills = await store.offered_skills(
                 workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
@@ -312,13 +325,14 @@ class TurnRunner:
                 owner_id=self.ctx.owner_id,
                 folder=self.folder,
                 options=self.options,
-                tool_names=tools.names(),
+                tool_names=own.names(),
                 skills=skills,
             )
             system = {"role": "system", "content": text}
             # A turn that goes on after a wait keeps the clock its user's message had.
             now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
             user = context.user_message(self.content, now=now)
+            user["content"] = attachments.user_content(user["content"], self.options.files)
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)
@@ -336,16 +350,20 @@ class TurnRunner:
             on_message=self.log.add,
             steps=self.trace,
             spending=self.spending,
-            gate=None
-            if direct
-            else await gate_for(
-                conf=self.conf,
-                session=self.session,
-                owner_id=self.ctx.owner_id,
-                carried=self.carried,
-                profile=self.profile,
-                asks=self.options.history is None,
+            gate=client_turn.gate_with_client(
+                None
+                if direct
+                else await gate_for(
+                    conf=self.conf,
+                    session=self.session,
+                    owner_id=self.ctx.owner_id,
+                    carried=self.carried,
+                    profile=self.profile,
+                    asks=self.options.history is None and not self.options.unattended,
+                ),
+                self.options,
             ),
+            tool_choice=self.options.tool_choice,
         )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
@@ -359,6 +377,12 @@ class TurnRunner:
                 waiting.verdicts_of(self.resuming, self.conf),
                 done=self.resuming.done,
             )
+        elif self.options.continuation is not None:
+            turn, results = await client_turn.continued(
+                self.session, self.run, self.options, window=self.conf.memory_window
+            )
+            fresh = LoopResult(text="", status="succeeded", iterations=0)
+            outcome = await self.loop.resume(system, history, [user, *turn], results, done=fresh)
         else:
             outcome = await self.loop.run(system, history, user)
         await self.log.flush()

@@ -19,10 +19,13 @@ from django.contrib.auth.models import User
 
 from agent.conf import AgentSettings, agent_settings
 from agent.events import Emit, MessageEvent, ModelChosen, discard
-from agent.turn import rewind, slash, store, waiting
+from agent.llm import LLM
+from agent.turn import client_turn, rewind, slash, store, waiting
 from agent.turn.approvals import end_waiting
+from agent.turn.attachments import file_parts
 from agent.turn.closing import STOPPED_TEXT
 from agent.turn.locks import can_be_lost, session_lock, tracked
+from agent.turn.model_config import llm_config
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
 from agent.turn.refusals import (
@@ -36,6 +39,7 @@ from agent.turn.refusals import (
 )
 from agent.turn.runner import TurnRunner
 from agent.turn.spending import budget_refusal
+from agent.turn.toolbox import turn_registry
 from sessions_app.models import Run, Session
 from sessions_app.services import SessionDeleted
 
@@ -44,6 +48,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SessionRef",
     "TurnResult",
+    "prepare_options",
     "rerun_turn",
     "resume_turn",
     "run_queued",
@@ -203,6 +208,7 @@ async def _run(
     refusal = await budget_refusal(owner)
     if refusal is not None:
         raise refusal
+    options = await _client_parts(options, owner, model_id, conf)
     async with session_lock(session.pk, lock_dir=conf.data_dir / "locks"):
         with tracked(session.pk):
             await _previous_turn_ended(session)
@@ -241,6 +247,43 @@ async def _run(
             result = await runner()
     await runner.consolidate_if_due()
     return result
+
+
+async def prepare_options(
+    options: TurnOptions, *, owner: User | None, model: str | None = None
+) -> TurnOptions:
+    """`options` with what a client brought checked before anything is recorded: its tools
+    against the agent's own names (a clash is an `InvalidInput` naming `tools[i]`), its
+    generation parameters against what the model takes, and the files of its messages
+    kept and made what the model can take. A door calls it before it makes a session; the
+    turn calls it again (with nothing left to keep, it only checks)."""
+    conf = agent_settings()
+    model_id = model or conf.model
+    return await _client_parts(options, owner, model_id, conf)
+
+
+async def _client_parts(
+    options: TurnOptions, owner: User | None, model: str, conf: AgentSettings
+) -> TurnOptions:
+    if options.client_tools and not options.direct:
+        client_turn.refuse_clashes(options, (await turn_registry(conf)).names())
+    files = (
+        options.attachments
+        or options.files
+        or any(file_parts(message) for message in options.history or ())
+    )
+    if not files and not options.params:
+        return options
+    llm = LLM(llm_config(conf, model))
+    for name in await llm.refused_params([name for name, _ in options.params]):
+        raise InvalidInput(f"the model {model} does not take '{name}'", field=name)
+    if not files:
+        return options
+    if owner is None:
+        raise InvalidInput("files are kept in a user's folder, and this turn has no user")
+    return await client_turn.prepare_files(
+        options, owner=owner.get_username(), conf=conf, accepts=llm.accepts
+    )
 
 
 async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | None:

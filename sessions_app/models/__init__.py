@@ -5,6 +5,7 @@ and the rest of the project look for them (`from sessions_app.models import Run`
 """
 
 from agent.tool_fields import validate_tool_patterns
+from sessions_app.models.clients import ConversationMark, StoredResponse
 from sessions_app.models.preferences import UserPreferences
 from sessions_app.models.runs import MARK_ALIVE_SECONDS, STALE_AFTER_SECONDS, Approval, Run
 from sessions_app.models.sessions import Memory, Message, Relayed, Session
@@ -14,6 +15,7 @@ __all__ = [
     "MARK_ALIVE_SECONDS",
     "STALE_AFTER_SECONDS",
     "Approval",
+    "ConversationMark",
     "DailyUsage",
     "Memory",
     "Message",
@@ -21,6 +23,7 @@ __all__ = [
     "Run",
     "Session",
     "SpendingHold",
+    "StoredResponse",
     "UserBudget",
     "UserPreferences",
     "validate_tool_patterns",

@@ -27,9 +27,19 @@ class Reply:
     created: int = field(default_factory=lambda: int(time.time()))
 
     def completion(
-        self, *, text: str, reasoning: str, finish: str, usage: dict[str, int]
+        self,
+        *,
+        text: str,
+        reasoning: str,
+        finish: str,
+        usage: dict[str, int],
+        tool_calls: list[dict[str, Any]] | None = None,
+        logprobs: list[Any] | None = None,
     ) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        content = text if text or not tool_calls else None
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         if reasoning:
             message["reasoning_content"] = reasoning
         return {
@@ -38,18 +48,30 @@ class Reply:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": _logprobs(logprobs),
+                    "finish_reason": finish,
+                }
             ],
             "usage": usage_of(usage),
             "system_fingerprint": None,
         }
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        if finish is None:
+    def chunk(
+        self, delta: dict[str, Any], finish: str | None = None, *, logprobs: list[Any] | None = None
+    ) -> bytes:
+        if finish is None and logprobs is None:
             # The one part of most chunks that changes: the rest is made once per answer.
             head, tail = self._delta_frame
             return head + json.dumps(delta, ensure_ascii=False).encode() + tail
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": _logprobs(logprobs),
+            "finish_reason": finish,
+        }
         return self._event({"choices": [choice]})
 
     @functools.cached_property
@@ -82,3 +104,7 @@ def usage_of(usage: dict[str, int]) -> dict[str, int]:
     if not counts["total_tokens"]:
         counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
     return counts
+
+
+def _logprobs(content: list[Any] | None) -> dict[str, Any] | None:
+    return None if content is None else {"content": content, "refusal": None}

@@ -2,8 +2,10 @@
 or while it waits) leaves a turn that finishes and is saved, as a closed chat tab does.
 
 Its events go to the session's other clients (a chat page open on it) and, while the
-request listens, to the request: a stream reads them from a queue, a completion that is not
-streamed keeps only the steps it reports as `reasoning_content`.
+request listens, to the request: a stream reads them from a queue, an answer that is not
+streamed keeps only the steps it reports as reasoning. `ClientTurn` is the part both of
+the door's protocols share; `ChatTurn` answers in chat completions' shapes, and
+`responses.ResponseTurn` in the Responses API's.
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ import asyncio
 import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from django.contrib.auth.models import User
 
 from agent import failures
-from agent.doors.openai.chat_request import CHANNEL, ChatRequest
+from agent.doors.openai.chat_request import CHANNEL
+from agent.doors.openai.chat_tools import ClientTools
 from agent.doors.openai.errors import INVALID_REQUEST, SERVER_ERROR, OpenAIError
 from agent.doors.openai.progress import Progress
-from agent.doors.openai.shapes import DONE, KEEPALIVE, Reply
 from agent.events import Event
 from agent.turn import (
     GroupSink,
@@ -32,6 +34,7 @@ from agent.turn import (
     TurnError,
     TurnOptions,
     TurnResult,
+    prepare_options,
     run_turn,
 )
 from sessions_app.models import Session
@@ -43,7 +46,6 @@ KEEPALIVE_SECONDS = 15.0
 # Chunks that come faster than one per 10 ms leave together, one send every 10 ms: a send
 # costs the server more than a fast model's chunk does, and a reader sees no difference.
 WINDOW_SECONDS = 0.01
-STOPPED_TEXT = "Stopped."
 # A turn's failure, by how the model call failed, as OpenAI would answer it.
 _FAILURES = {
     "context_overflow": (400, INVALID_REQUEST, "context_length_exceeded"),
@@ -55,29 +57,51 @@ _FAILURES = {
 _running: set[asyncio.Task[TurnResult]] = set()
 
 
-class DoorTurn:
-    def __init__(self, chat: ChatRequest, *, user: User, session: Session, reply: Reply) -> None:
-        self.chat = chat
-        self.reply = reply
+# Called once a turn answered, with the text the client got: where the door remembers
+# the conversation (`threads`).
+Remember = Callable[[str], Awaitable[None]]
+
+
+def client_options(
+    *, direct: bool, tools: ClientTools, history: tuple[dict[str, Any], ...] | None, **rest: Any
+) -> TurnOptions:
+    return TurnOptions(
+        tools=False if direct else None,
+        history=history,
+        client_tools=tools.definitions,
+        tool_choice=tools.choice,
+        unattended=True,
+        **rest,
+    )
+
+
+class ClientTurn:
+    """A turn run for one request of the door's, with `options`, on `model`."""
+
+    def __init__(
+        self,
+        content: str,
+        options: TurnOptions,
+        *,
+        model: str | None,
+        stream: bool,
+        user: User,
+        session: Session,
+        remember: Remember | None = None,
+    ) -> None:
         self.progress = Progress()
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
         # A stream reads the queue while its client is there; nothing else does.
-        self.listening = chat.stream
+        self.listening = stream
         self.begun = asyncio.Event()
         self.group = GroupSink(session.pk)
-        options = TurnOptions(
-            tools=False if chat.choice.direct else None,
-            history=chat.history,
-            instructions=chat.instructions,
-            temperature=chat.temperature,
-            max_tokens=chat.max_tokens,
-        )
+        self.remember = remember
         turn = run_turn(
             SessionRef(session.key, owner=user, pinned_id=session.pk),
-            chat.content,
+            content,
             channel=CHANNEL,
             emit=self._emit,
-            model=chat.choice.model,
+            model=model,
             options=options,
         )
         # In a context of its own: the request's sends its database calls to the request's
@@ -105,45 +129,26 @@ class DoorTurn:
         if not self.begun.is_set():
             self.outcome()
 
-    async def completion(self) -> dict[str, object]:
-        """The whole answer, once the turn has ended (`chat.completion`)."""
+    async def ended(self) -> TurnResult | None:
+        """The turn's outcome (`outcome`) once it has ended."""
         # Not awaited directly: a request cancelled by its client's leaving would cancel it.
         await asyncio.wait([self.task])
-        result = self.outcome()
-        return self.reply.completion(
-            text=result.text if result else STOPPED_TEXT,
-            reasoning="".join(self.progress.reasoning),
-            finish=_finish(result),
-            usage=result.usage if result else {},
-        )
+        return self.outcome()
 
-    async def stream(self) -> AsyncIterator[bytes]:
-        """The answer as server-sent events, as the turn goes. It always ends with
-        `data: [DONE]`: whatever fails on the way is an error event first, in OpenAI's
-        shape, and a client is never left waiting on a stream that just stops."""
+    async def remembered(self, result: TurnResult | None, sent: str) -> None:
+        """Keep where the conversation continues, once the client has the answer."""
+        if self.remember is None or result is None or not result.success:
+            return
         try:
-            try:
-                yield self.reply.chunk({"role": "assistant", "content": ""})
-                async for part in self._events():
-                    yield part
-                ending = self._ending()
-            except Exception:
-                # The turn itself goes on and is saved; only this stream of it broke.
-                ref = failures.log_failure(logger, "a stream through the OpenAI door failed")
-                error = OpenAIError(
-                    500,
-                    failures.internal_error(ref),
-                    type=SERVER_ERROR,
-                    code="internal_error",
-                    retry=False,
-                )
-                ending = error.event() + DONE
-            yield ending
-        finally:
-            # The client left, or has it all: the turn goes on without it.
-            self.listening = False
+            await self.remember(sent)
+        except Exception:  # the answer stands; the next request starts a session anew
+            logger.exception("where a client's conversation continues could not be kept")
 
-    async def _events(self) -> AsyncIterator[bytes]:
+    async def events(self) -> AsyncIterator[list[Event] | None]:
+        """The turn's events as they come, in batches: each batch is what came within
+        WINDOW_SECONDS of the last (a send costs the server more than a fast model's chunk
+        does, and a reader sees no difference); None after KEEPALIVE_SECONDS of silence,
+        for the stream to say it is alive. It ends when the turn does."""
         loop = asyncio.get_running_loop()
         sent_at = -math.inf
         while True:
@@ -152,41 +157,17 @@ class DoorTurn:
                 try:
                     events.append(await asyncio.wait_for(self.queue.get(), KEEPALIVE_SECONDS))
                 except TimeoutError:
-                    yield KEEPALIVE
+                    yield None
                     continue
-            # As the WebSocket door does: what comes within WINDOW_SECONDS of the last send
-            # waits for the window's end and leaves with the rest, the text of a kind joined.
             wait = sent_at + WINDOW_SECONDS - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
             while not self.queue.empty():
                 events.append(self.queue.get_nowait())
-            ended = None in events
-            deltas = joined(
-                delta
-                for event in events
-                if event is not None
-                for delta in self.progress.deltas(event)
-            )
-            if deltas:
-                yield b"".join(self.reply.chunk(delta) for delta in deltas)
-                sent_at = loop.time()
-            if ended:
+            yield [event for event in events if event is not None]
+            sent_at = loop.time()
+            if None in events:
                 return
-
-    def _ending(self) -> bytes:
-        try:
-            result = self.outcome()
-        except OpenAIError as exc:
-            return exc.event() + DONE
-        text = result.text if result else STOPPED_TEXT
-        rest = self.progress.rest_of(text)
-        parts = [self.reply.chunk({"content": rest})] if rest else []
-        parts.append(self.reply.chunk({}, _finish(result)))
-        if self.reply.include_usage:
-            parts.append(self.reply.usage_chunk(result.usage if result else {}))
-        parts.append(DONE)
-        return b"".join(parts)
 
     def outcome(self) -> TurnResult | None:
         """How the turn ended: its result, None when it was stopped, or the error that
@@ -196,7 +177,7 @@ class DoorTurn:
         try:
             result = self.task.result()
         except TurnError as exc:
-            raise _refusal(exc) from None
+            raise refusal(exc) from None
         except Exception:
             ref = failures.log_failure(logger, "a turn through the OpenAI door failed")
             raise OpenAIError(
@@ -211,11 +192,15 @@ class DoorTurn:
         return result
 
 
-def _finish(result: TurnResult | None) -> str:
-    return "length" if result and result.error_kind == "max_iterations" else "stop"
+async def prepared(options: TurnOptions, *, user: User, model: str | None) -> TurnOptions:
+    """`prepare_options`, its refusals in OpenAI's shape."""
+    try:
+        return await prepare_options(options, owner=user, model=model)
+    except TurnError as exc:
+        raise refusal(exc) from None
 
 
-def _refusal(error: TurnError) -> OpenAIError:
+def refusal(error: TurnError) -> OpenAIError:
     """Why the turn could not start, in OpenAI's shape."""
     if isinstance(error, OverBudget):
         return over_budget(error)
@@ -246,16 +231,3 @@ def _failure(result: TurnResult) -> OpenAIError:
         result.error_kind or "", (502, SERVER_ERROR, f"upstream_{result.error_kind or 'error'}")
     )
     return OpenAIError(status, result.text, type=kind, code=code, retry=False)
-
-
-def joined(deltas: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`deltas` with each run of text of one kind (content, reasoning) made one delta."""
-    merged: list[dict[str, Any]] = []
-    for delta in deltas:
-        last = merged[-1] if merged else None
-        if last is not None and len(last) == len(delta) == 1 and last.keys() == delta.keys():
-            (key,) = delta
-            merged[-1] = {key: last[key] + delta[key]}
-        else:
-            merged.append(delta)
-    return merged

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.http import (
     HttpRequest,
@@ -27,14 +28,16 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 
 from agent import failures
-from agent.conf import MODEL_HELP, agent_settings
+from agent.conf import MODEL_HELP, AgentSettings, agent_settings
+from agent.doors.openai import threads
 from agent.doors.openai.auth import authenticate
-from agent.doors.openai.chat_request import CHANNEL, SESSION_HEADER, read_chat_request
+from agent.doors.openai.chat_request import SESSION_HEADER, read_chat_request
+from agent.doors.openai.chat_turn import ChatTurn, turn_options
 from agent.doors.openai.errors import SERVER_ERROR, OpenAIError, invalid, model_not_found
 from agent.doors.openai.models import choice_of, model_ids, model_object
 from agent.doors.openai.shapes import Reply
-from agent.doors.openai.turns import DoorTurn, over_budget
-from agent.turn import budget_refusal, get_or_create_session, is_command, take_turn_slot
+from agent.doors.openai.turns import over_budget, prepared
+from agent.turn import budget_refusal, is_command, take_turn_slot
 
 logger = logging.getLogger(__name__)
 
@@ -92,42 +95,59 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     chat = read_chat_request(
         _json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
-    if not conf.models:  # said before a session is made for a turn that cannot start
-        raise OpenAIError(503, MODEL_HELP, type=SERVER_ERROR, code="model_not_configured")
+    conversation = chat.conversation
     # Slash commands cost no model call and /stop must always get through: only turns count.
-    if not is_command(chat.content):
-        # Said before a session is made for a turn that may not start.
-        spent = await budget_refusal(user)
-        if spent is not None:
-            raise over_budget(spent)
-        wait = await sync_to_async(take_turn_slot)(user.pk)
-        if wait is not None:
-            seconds = math.ceil(wait)
-            raise OpenAIError(
-                429,
-                f"Rate limit reached: {conf.turn_rate} turns (AGENT_TURN_RATE). "
-                f"Please try again in {seconds}s.",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers={"Retry-After": str(seconds)},
-            )
+    if conversation.turn is not None or not is_command(conversation.content):
+        # The client's results go on with a turn already counted.
+        await admit(user, conf, counted=not chat.choice.direct and conversation.turn is None)
+    options = await prepared(turn_options(chat), user=user, model=chat.choice.model)
     reply = Reply(model=chat.model, include_usage=chat.include_usage)
-    # Without a session named, the turn is one of its own, kept under the completion's id.
-    key = f"{CHANNEL}:{chat.session or reply.id}"
-    session = await get_or_create_session(key=key, owner=user)
-    turn = DoorTurn(chat, user=user, session=session, reply=reply)
+    thread = threads.Thread.of(chat, chat_id=request.headers.get(threads.CHAT_ID_HEADER))
+    session = await thread.session(user, new_id=reply.id)
+    remember = thread.remember(user, session)
+    turn = ChatTurn(chat, reply, options, user=user, session=session, remember=remember)
     # Until the turn has started, a refusal can still be an HTTP error of its own.
     await turn.started()
     headers = {"X-Request-Id": reply.id, "X-Session-Key": session.key}
     if not chat.stream:
         return JsonResponse(await turn.completion(), headers=headers)
+    return event_stream(turn.stream(), headers)
+
+
+def event_stream(events: AsyncIterator[bytes], headers: dict[str, str]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
-        turn.stream(), content_type="text/event-stream; charset=utf-8", headers=headers
+        events, content_type="text/event-stream; charset=utf-8", headers=headers
     )
     response["Cache-Control"] = "no-cache"
     # Proxies such as nginx would otherwise hold the events back.
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def admit(user: User, conf: AgentSettings, *, counted: bool) -> None:
+    """Refuse a turn that may not start: no model, a spent budget, or, for one `counted`
+    against the turn rate, too many turns of late. Said before a session is made for it.
+    A direct generation is one model call, not an agent's turn (a client's housekeeping
+    makes several for each message), and the results of a client's tools go on with a
+    turn counted already: the budget holds for them, the turn rate does not."""
+    if not conf.models:
+        raise OpenAIError(503, MODEL_HELP, type=SERVER_ERROR, code="model_not_configured")
+    spent = await budget_refusal(user)
+    if spent is not None:
+        raise over_budget(spent)
+    if not counted:
+        return
+    wait = await sync_to_async(take_turn_slot)(user.pk)
+    if wait is not None:
+        seconds = math.ceil(wait)
+        raise OpenAIError(
+            429,
+            f"Rate limit reached: {conf.turn_rate} turns (AGENT_TURN_RATE). "
+            f"Please try again in {seconds}s.",
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(seconds)},
+        )
 
 
 @csrf_exempt

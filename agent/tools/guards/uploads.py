@@ -177,6 +177,27 @@ def save_upload(
     return StoredUpload(candidate, size, datetime.fromtimestamp(modified, UTC))
 
 
+def keep_upload(
+    workspace: Path, username: str, name: str, data: bytes, *, sandbox_uid: int | None = None
+) -> str:
+    """Keep `data` in the user's `uploads/` as `name` (a name made of its digest: the same
+    bytes kept again are the file already there); its path in the folder."""
+    with _uploads_dir(workspace, username, create=True, sandbox_uid=sandbox_uid) as directory:
+        assert directory is not None
+        try:
+            fd = openat.open_in(directory, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return f"{UPLOADS}/{name}"
+        try:
+            _write(fd, [data], len(data))
+            if sandbox_uid is not None:
+                os.chown(name, sandbox_uid, sandbox_uid, dir_fd=directory, follow_symlinks=False)
+        except BaseException:
+            os.unlink(name, dir_fd=directory)
+            raise
+    return f"{UPLOADS}/{name}"
+
+
 def _write(fd: int, chunks: Iterable[bytes], limit: int) -> int:
     size = 0
     with os.fdopen(fd, "wb") as out:
