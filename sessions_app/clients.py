@@ -33,13 +33,18 @@ def mark_conversation(*, owner_id: int, digest: str, session_id: int) -> None:
 
 
 def keep_response(
-    *, response_id: str, owner_id: int, session_id: int, body: dict[str, Any]
+    *, response_id: str, owner_id: int, session_id: int, prompt: str, body: dict[str, Any]
 ) -> None:
     try:
         with transaction.atomic():
             StoredResponse.objects.update_or_create(
                 id=response_id,
-                defaults={"owner_id": owner_id, "session_id": session_id, "body": body},
+                defaults={
+                    "owner_id": owner_id,
+                    "session_id": session_id,
+                    "prompt": prompt,
+                    "body": body,
+                },
             )
     except IntegrityError:  # its session was deleted meanwhile: the answer goes with it
         pass

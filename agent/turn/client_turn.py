@@ -70,28 +70,43 @@ def gate_with_client(gate: Gate | None, options: TurnOptions) -> Gate | None:
 
 
 async def continued(
-    session: Session, run: Run, options: TurnOptions, *, window: int
-) -> tuple[list[LLMMessage], dict[str, str | None]]:
-    """What the turn goes on from, after its user message, and the client's results as the
-    loop's verdicts. The session's own record of the turn stands in for what the client
-    sent when its last answer's calls are the ones the client answered: it also holds the
-    agent's own calls, which the client never saw."""
+    session: Session,
+    run: Run,
+    options: TurnOptions,
+    history: list[LLMMessage],
+    *,
+    window: int,
+) -> tuple[list[LLMMessage], list[LLMMessage], dict[str, str | None]]:
+    """What the turn goes on from: the history before its user message, what it said after
+    that message, and the client's results as the loop's verdicts.
+
+    The session's own record of the turn stands in for what the client sent when its last
+    answer's calls are the ones the client answered: it also holds the agent's own calls,
+    which the client never saw. A turn on the stored history (a client that sends only its
+    results, as the Responses API's `previous_response_id` does) finds its user message
+    there, and what came before it is the history."""
     assert options.continuation is not None
     results: dict[str, str | None] = dict(options.continuation.results)
     turn = list(options.continuation.turn)
-    stored = await store.recent_messages(session=session, limit=window, before_run=run.pk)
+    stored_history = options.history is None
+    if stored_history:
+        stored = history
+    else:
+        stored = await store.recent_messages(session=session, limit=window, before_run=run.pk)
     starts = [index for index, message in enumerate(stored) if message.get("role") == "user"]
-    if starts and results:
+    if starts:
         tail = stored[starts[-1] + 1 :]
-        if set(results) <= {call["id"] for call in unanswered(tail)}:
+        if results and set(results) <= {call["id"] for call in unanswered(tail)}:
             turn = tail
+        if stored_history:
+            history = stored[: starts[-1]]
     # A call of the client's tools it did not answer still needs an answer for the
     # provider; the agent's own calls after it run now.
     client = options.client_tool_names()
     for call in unanswered(turn):
         if call["id"] not in results and call["function"]["name"] in client:
             results[call["id"]] = NO_RESULT
-    return turn, results
+    return history, turn, results
 
 
 async def prepare_files(

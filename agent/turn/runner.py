@@ -365,6 +365,12 @@ class TurnRunner:
             ),
             tool_choice=self.options.tool_choice,
         )
+        turn: list[dict[str, Any]] = []
+        verdicts: dict[str, str | None] = {}
+        if self.options.continuation is not None:
+            raw_history, turn, verdicts = await client_turn.continued(
+                self.session, self.run, self.options, raw_history, window=self.conf.memory_window
+            )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
         history = budget.repair(raw_history)
@@ -378,11 +384,8 @@ class TurnRunner:
                 done=self.resuming.done,
             )
         elif self.options.continuation is not None:
-            turn, results = await client_turn.continued(
-                self.session, self.run, self.options, window=self.conf.memory_window
-            )
             fresh = LoopResult(text="", status="succeeded", iterations=0)
-            outcome = await self.loop.resume(system, history, [user, *turn], results, done=fresh)
+            outcome = await self.loop.resume(system, history, [user, *turn], verdicts, done=fresh)
         else:
             outcome = await self.loop.run(system, history, user)
         await self.log.flush()

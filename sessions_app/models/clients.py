@@ -34,6 +34,8 @@ class StoredResponse(models.Model):
     id = models.CharField(max_length=64, primary_key=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    # The user's message its turn answered: the one a client's results continue.
+    prompt = models.TextField()
     body = models.JSONField()
     created = models.DateTimeField(auto_now_add=True)
 

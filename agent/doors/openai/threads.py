@@ -34,7 +34,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from agent.doors.openai.chat_messages import FILE_PARTS, Conversation
-from agent.doors.openai.chat_request import CHANNEL, ChatRequest
+from agent.doors.openai.chat_request import CHANNEL
 from agent.turn import conversation_session, get_or_create_session, mark_conversation
 from sessions_app import keys
 from sessions_app.models import Session
@@ -58,12 +58,20 @@ class Thread:
     before: str | None
 
     @classmethod
-    def of(cls, chat: ChatRequest, *, chat_id: str | None) -> Thread:
-        conversation = chat.conversation
-        named = chat.session
-        if named is None and chat_id and not chat.choice.direct and keys.is_chat_id(chat_id):
+    def of(
+        cls,
+        conversation: Conversation,
+        *,
+        direct: bool,
+        session: str | None,
+        chat_id: str | None,
+    ) -> Thread:
+        """The thread of a request that names `session` (`user`, `X-Session-Key`) or
+        comes with Open WebUI's `chat_id`, or neither."""
+        named = session
+        if named is None and chat_id and not direct and keys.is_chat_id(chat_id):
             named = chat_id
-        return cls.of_conversation(conversation, direct=chat.choice.direct, named=named)
+        return cls.of_conversation(conversation, direct=direct, named=named)
 
     @classmethod
     def of_conversation(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from agent.doors.openai import views
+from agent.doors.openai import responses_views, views
 
 urlpatterns = [
     path("models", views.models, name="openai-models"),
@@ -14,5 +14,8 @@ urlpatterns = [
     path("models/<path:name>", views.model, name="openai-model"),
     path("chat/completions", views.chat_completions, name="openai-chat-completions"),
     path("chat/completions/", views.chat_completions),
+    path("responses", responses_views.responses, name="openai-responses"),
+    path("responses/", responses_views.responses),
+    path("responses/<str:response_id>", responses_views.response, name="openai-response"),
     re_path(r"", views.not_found),
 ]

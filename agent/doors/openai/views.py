@@ -93,7 +93,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     user = await authenticate(request)
     conf = agent_settings()
     chat = read_chat_request(
-        _json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
+        json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
     conversation = chat.conversation
     # Slash commands cost no model call and /stop must always get through: only turns count.
@@ -102,7 +102,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         await admit(user, conf, counted=not chat.choice.direct and conversation.turn is None)
     options = await prepared(turn_options(chat), user=user, model=chat.choice.model)
     reply = Reply(model=chat.model, include_usage=chat.include_usage)
-    thread = threads.Thread.of(chat, chat_id=request.headers.get(threads.CHAT_ID_HEADER))
+    thread = threads.Thread.of(
+        conversation,
+        direct=chat.choice.direct,
+        session=chat.session,
+        chat_id=request.headers.get(threads.CHAT_ID_HEADER),
+    )
     session = await thread.session(user, new_id=reply.id)
     remember = thread.remember(user, session)
     turn = ChatTurn(chat, reply, options, user=user, session=session, remember=remember)
@@ -157,7 +162,7 @@ async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResp
     return OpenAIError(404, message, code="unknown_url").response()
 
 
-def _json_body(request: HttpRequest) -> object:
+def json_body(request: HttpRequest) -> object:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         raw = request.body
