@@ -140,7 +140,8 @@ def test_bad_input_is_an_openai_error_naming_the_parameter_and_saves_nothing(
     assert post(b"{not json").status_code == 400 and error_of(post(b"{not json"))["code"] is None
     surrogate = b'{"model": "agentsite", "messages": [{"role": "user", "content": "a\\ud800"}]}'
     assert error_of(post(surrogate))["param"] == "messages[0].content"
-    too_big = json.dumps({"model": "agentsite", "messages": USER, "pad": "x" * 3_000_000})
+    # Twice AGENT_MAX_UPLOAD_BYTES (20 MB): room for a chat's images, inside the JSON.
+    too_big = json.dumps({"model": "agentsite", "messages": USER, "pad": "x" * 42_000_000})
     answer = post(too_big.encode())
     assert answer.status_code == 413 and error_of(answer)["code"] == "request_too_large"
     answer = http.get("/v1/chat/completions")

@@ -141,9 +141,10 @@ class RunClose:
         # sent twice: not when the model already sent these very words here as a message.
         here = self.delivery.home is self.session
         handed_over = succeeded and bool(outcome.handed_over)
-        if handed_over and not outcome.text:
-            pass  # the model only called the client's tools: it said nothing
-        elif not cancelled and not (succeeded and here and self.delivery.repeats(outcome.text)):
+        # A model that only called the client's tools said nothing to show.
+        silent = handed_over and not outcome.text
+        repeated = succeeded and here and self.delivery.repeats(outcome.text)
+        if not cancelled and not silent and not repeated:
             await self.emit(
                 MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
             )

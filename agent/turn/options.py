@@ -52,6 +52,9 @@ class TurnOptions:
     files: tuple[Kept, ...] = ()
     # A turn that goes on from calls of the client's tools rather than from a new message.
     continuation: Continuation | None = None
+    # The model these options were checked and their files made ready for
+    # (`service.prepare_options`): a turn on that model need not do it again.
+    prepared_for: str = ""
     # No one can be asked while the turn runs (a client that cannot answer an approval):
     # a tool that waits for a person is refused at once.
     unattended: bool = False

@@ -1,20 +1,28 @@
-"""The system message a turn's model reads: a sub-agent's own short prompt, or the agent's
-with what is remembered of its user and this conversation, the skills it is offered and the
-client's instructions. A turn that talks to the model alone (no tools) sends only the
-client's instructions."""
+"""The messages a turn's model reads first: the system message (a sub-agent's own short
+prompt, or the agent's with what is remembered of its user and this conversation, the
+skills it is offered and the client's instructions; a turn that talks to the model alone
+sends only the client's instructions), and the user's message, with its files."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agent import context
 from agent.conf import AgentSettings
-from agent.turn import store
+from agent.turn import attachments, store
 from agent.turn.options import TurnOptions
 from agent.turn.profiles import Profile
 from sessions_app.models import Session
 from skills_app.entries import SkillEntry
+
+
+def user_message(content: str, options: TurnOptions, *, now: datetime | None) -> dict[str, Any]:
+    """The new message as the model reads it: with the clock in front of it (`now`), for
+    the agent; with the files the client sent inline."""
+    text = context.user_message(content, now=now)["content"] if now else content
+    return {"role": "user", "content": attachments.user_content(text, options.files)}
 
 
 def instructions_message(options: TurnOptions) -> dict[str, Any] | None:

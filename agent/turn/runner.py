@@ -303,12 +303,10 @@ class TurnRunner:
         direct = self.allowed is False
         skills: list[SkillEntry] = []
         system: dict[str, Any] | None
-        user: dict[str, Any]
         if direct:
             # The model alone: the client's instructions are its whole system message.
             system = prompt.instructions_message(self.options)
-            content = attachments.user_content(self.content, self.options.files)
-            user = {"role": "user", "content": content}
+            user = prompt.user_message(self.content, self.options, now=None)
         else:
             skills = await store.offered_skills(
                 workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
@@ -331,8 +329,7 @@ class TurnRunner:
             system = {"role": "system", "content": text}
             # A turn that goes on after a wait keeps the clock its user's message had.
             now = timezone.localtime(self.run.started) if self.resuming else timezone.localtime()
-            user = context.user_message(self.content, now=now)
-            user["content"] = attachments.user_content(user["content"], self.options.files)
+            user = prompt.user_message(self.content, self.options, now=now)
         counter = TokenCounter(self.model)
         reserve = await llm.output_tokens() + counter.payload(tools.definitions())
         fitter = ContextBudget(window=await llm.context_window(), reserve=reserve, counter=counter)

@@ -11,6 +11,7 @@ protocol; none of them holds agent logic.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from uuid import UUID
@@ -265,6 +266,8 @@ async def prepare_options(
 async def _client_parts(
     options: TurnOptions, owner: User | None, model: str, conf: AgentSettings
 ) -> TurnOptions:
+    if options.prepared_for == model:
+        return options
     if options.client_tools and not options.direct:
         client_turn.refuse_clashes(options, (await turn_registry(conf)).names())
     files = (
@@ -273,17 +276,17 @@ async def _client_parts(
         or any(file_parts(message) for message in options.history or ())
     )
     if not files and not options.params:
-        return options
+        return dataclasses.replace(options, prepared_for=model)
     llm = LLM(llm_config(conf, model))
     for name in await llm.refused_params([name for name, _ in options.params]):
         raise InvalidInput(f"the model {model} does not take '{name}'", field=name)
-    if not files:
-        return options
-    if owner is None:
-        raise InvalidInput("files are kept in a user's folder, and this turn has no user")
-    return await client_turn.prepare_files(
-        options, owner=owner.get_username(), conf=conf, accepts=llm.accepts
-    )
+    if files:
+        if owner is None:
+            raise InvalidInput("files are kept in a user's folder, and this turn has no user")
+        options = await client_turn.prepare_files(
+            options, owner=owner.get_username(), conf=conf, accepts=llm.accepts
+        )
+    return dataclasses.replace(options, prepared_for=model)
 
 
 async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | None:

@@ -17,7 +17,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import RequestDataTooBig
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -163,12 +162,14 @@ async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResp
 
 
 def json_body(request: HttpRequest) -> object:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raw = None
-    if raw is None or (limit is not None and len(raw) > limit):
+    """The request's JSON. Its files come inside it (base64 images, and a client such as
+    Open WebUI sends a chat's every image again with each message), so the cap is twice
+    AGENT_MAX_UPLOAD_BYTES, or Django's own if that is larger."""
+    limit = max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, 2 * agent_settings().max_upload_bytes)
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    # Read past Django's DATA_UPLOAD_MAX_MEMORY_SIZE, which `request.body` enforces.
+    raw = request.read(limit + 1) if declared <= limit else b""
+    if declared > limit or len(raw) > limit:
         message = f"The request body is too large: at most {limit} bytes are accepted."
         raise OpenAIError(413, message, code="request_too_large")
     try:
