@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +318,54 @@ def test_an_image_url_goes_through_the_address_guard(
         client.chat.completions.create(model="agentsite", messages=[inner])  # type: ignore[list-item]
     assert refused.value.param == "messages[0].content[1]"
     assert llm.requests == []
+
+
+@pytest.fixture
+def picture_server() -> Any:
+    """A web server on 127.0.0.1 with a PNG at /pixel.png and a page at /page.html."""
+
+    class Pictures(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body, kind = (PNG, "image/png") if self.path == "/pixel.png" else (b"<p>", "text/html")
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pictures)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+VISION_AND_LOOPBACK = {"AGENT_VISION_MODELS": "openai/scripted", "AGENT_WEB_ALLOW_PRIVATE": "true"}
+
+
+@pytest.mark.parametrize("door", [VISION_AND_LOOPBACK], indirect=True)
+def test_an_image_url_is_fetched_and_kept_where_the_guard_allows(
+    client: openai.OpenAI, llm: ScriptedLLM, picture_server: str, workspace: Path
+) -> None:
+    llm.reply("A pixel from the web.")
+
+    def look(url: str) -> list[Any]:
+        parts = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": url}}]
+        return [{"role": "user", "content": parts}]
+
+    answer = client.chat.completions.create(
+        model="agentsite", messages=look(f"{picture_server}/pixel.png")
+    )  # type: ignore[arg-type]
+    assert answer.choices[0].message.content == "A pixel from the web."
+    assert llm.requests[0]["messages"][-1]["content"][1]["image_url"]["url"] == PNG_URL
+    assert [p.read_bytes() for p in (workspace / "users").glob("*/uploads/*.png")] == [PNG]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="agentsite", messages=look(f"{picture_server}/page.html")
+        )  # type: ignore[arg-type]
+    assert "not an image" in refused.value.message
 
 
 def test_one_conversation_is_one_session(

@@ -111,9 +111,11 @@ async def download(
     *,
     max_bytes: int,
     headers: dict[str, str] | None = None,
+    binary: bool = False,
 ) -> Download:
     """GET ``url``, following at most `MAX_REDIRECTS` redirects, each hop read by
-    `fetchable_url` here and its host checked by the client's transport when it connects."""
+    `fetchable_url` here and its host checked by the client's transport when it connects.
+    `binary`: any file is read (an image a client sent by URL); otherwise only text is."""
     current = fetchable_url(url)
     for _ in range(MAX_REDIRECTS + 1):
         request = client.build_request(
@@ -135,7 +137,7 @@ async def download(
                 current = fetchable_url(location, base=response.url)
                 logger.info("web_fetch redirected to %s", current)
                 continue
-            return await _read(response, max_bytes)
+            return await _read(response, max_bytes, binary=binary)
         finally:
             await response.aclose()
     raise ToolError(f"too many redirects (more than {MAX_REDIRECTS}); stopped at {current}")
@@ -178,9 +180,10 @@ def fetchable_url(url: str, *, base: httpx.URL | None = None) -> httpx.URL:
     return parsed.copy_with(fragment=None)
 
 
-async def _read(response: httpx.Response, max_bytes: int) -> Download:
+async def _read(response: httpx.Response, max_bytes: int, *, binary: bool = False) -> Download:
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    readable = readable_type(content_type)
+    # A file of any kind is what a caller that takes `binary` wants.
+    readable = True if binary else readable_type(content_type)
     if readable is False:
         raise ToolError(_binary_refusal(content_type, response))
     decoder = _decoder(response)

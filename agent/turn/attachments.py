@@ -96,6 +96,8 @@ async def keep(
         image = part["image_url"]
         url = image["url"] if isinstance(image, dict) else image
         media_type, data = await _image(str(url), conf=conf, where=where)
+        if not media_type.startswith("image/"):
+            raise InvalidInput(f"it is not an image ({media_type[:80]})", field=where)
         extra = {"detail": image["detail"]} if isinstance(image, dict) and "detail" in image else {}
     elif kind == "audio":
         audio = part["input_audio"]
@@ -135,7 +137,7 @@ async def _image(url: str, *, conf: AgentSettings, where: str) -> tuple[str, byt
     guard = AddressGuard(allow_private=conf.web_allow_private)
     try:
         async with guarded_client(guard, timeout=FETCH_SECONDS, user_agent=USER_AGENT) as client:
-            got = await download(client, url, max_bytes=MAX_FILE_BYTES)
+            got = await download(client, url, max_bytes=MAX_FILE_BYTES, binary=True)
     except Exception as exc:
         reason = failure_reason(exc)
         message = f"the image at {url[:200]} could not be fetched: {reason}"

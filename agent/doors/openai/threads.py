@@ -95,8 +95,9 @@ class Thread:
 
     def remember(self, user: User, session: Session) -> Callable[[str], Awaitable[None]] | None:
         """What keeps the conversation's digest once it is answered with the text `sent`:
-        none for a conversation the client names."""
-        if self.named is not None:
+        none for a conversation the client names, nor for a direct generation, which is
+        no chat to continue."""
+        if self.named is not None or self.direct:
             return None
 
         async def keep(sent: str) -> None:
