@@ -384,10 +384,12 @@ class ScriptedLLM:
                 }
 
                 def send(delta: dict[str, Any], finish: str | None = None) -> None:
-                    chunk = {
-                        **base,
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                    }
+                    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+                    if body.get("logprobs") and delta.get("content"):
+                        # As OpenAI does when asked: each piece of text with its chance.
+                        token = {"token": delta["content"], "logprob": -0.25, "top_logprobs": []}
+                        choice["logprobs"] = {"content": [token]}
+                    chunk = {**base, "choices": [choice]}
                     self._chunk(f"data: {json.dumps(chunk)}\n\n")
                     if step.chunk_delay:
                         time.sleep(step.chunk_delay)

@@ -243,6 +243,30 @@ def test_generation_parameters_reach_the_model(client: openai.OpenAI, llm: Scrip
     assert [r["seed"] for r in llm.requests[1:]] == [3, 3]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_log_probabilities_come_back_when_asked_for(
+    client: openai.OpenAI, llm: ScriptedLLM, stream: bool
+) -> None:
+    llm.reply("One two three.", chunks=3)
+    answer = client.chat.completions.create(
+        model="agentsite-plain",
+        messages=ASK,
+        logprobs=True,
+        top_logprobs=2,
+        stream=stream,  # type: ignore[arg-type]
+    )
+    if stream:
+        chunks = [chunk for chunk in answer if chunk.choices]  # type: ignore[union-attr]
+        tokens = [
+            t for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.content or ()
+        ]
+    else:
+        tokens = answer.choices[0].logprobs.content or []  # type: ignore[union-attr]
+    assert "".join(token.token for token in tokens) == "One two three."
+    assert {token.logprob for token in tokens} == {-0.25}
+    assert llm.requests[0]["logprobs"] is True and llm.requests[0]["top_logprobs"] == 2
+
+
 @pytest.mark.parametrize("door", [{"AGENT_VISION_MODELS": "openai/scripted"}], indirect=True)
 def test_an_image_reaches_a_model_that_sees_and_is_kept_in_the_users_folder(
     client: openai.OpenAI, llm: ScriptedLLM, workspace: Path
