@@ -84,6 +84,11 @@ class AnswerCalls:
     def _gated(self, name: str) -> bool:
         return self.gate is not None and self.gate.waits(name)
 
+    def _client_ran(self, call: ToolCall, verdicts: Verdicts) -> bool:
+        """Whether `call` is of the client's own tools, answered by the client."""
+        external = self.gate is not None and call.name in self.gate.external
+        return external and verdicts.get(call.id) is not None
+
     def _parallel_safe(self, name: str) -> bool:
         # A call that waits for a person runs alone, once it may.
         return self.tools.parallel_safe(name) and not self._gated(name)
@@ -106,6 +111,8 @@ class AnswerCalls:
         try:
             for batch in batches(calls, parsed, self._parallel_safe):
                 for call, arguments in batch:
+                    if self._client_ran(call, verdicts):
+                        continue  # the client ran it, and showed it, itself
                     await self.emit(
                         ToolCallEvent(
                             id=call.id,
@@ -159,8 +166,10 @@ class AnswerCalls:
         elapsed = int((time.monotonic() - started) * 1000)
         self._tool_step(call, wall, elapsed, output)
         answers[call.id] = output
-        await self.emit(ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed))
-        del running[call.id]
+        if running.pop(call.id, None) is not None:
+            await self.emit(
+                ToolResult(id=call.id, name=call.name, result=output, duration_ms=elapsed)
+            )
 
     def _tool_step(self, call: ToolCall, started: float, ms: int, output: str | None) -> None:
         if self.steps is not None:

@@ -13,6 +13,7 @@ two turns' messages never interleave.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ from sessions_app.keys import split_key
 from sessions_app.models import Message, Relayed, Run, Session
 
 TITLE_LENGTH = 60
+# Elements of markup, one after the other, at the start of a text.
+_LEADING_MARKUP = re.compile(r"\A(?:\s*<([A-Za-z_][\w-]*)\b[^>]*>.*?</\1>)+", re.S)
 
 
 class SessionDeleted(Exception):
@@ -54,9 +57,12 @@ def _update_session(session: Session, **fields: Any) -> None:
 
 
 def title_from(session: Session, prompt: str) -> None:
-    """Title `session` after `prompt`, the first one to say something, if it has no title."""
-    if not session.title and prompt.strip():
-        _update_session(session, title=" ".join(prompt.split())[:TITLE_LENGTH])
+    """Title `session` after `prompt`, the first one to say something, if it has no title:
+    its words, after any markup a client put before them (Open WebUI's list of the
+    message's files, `<attached_files>…</attached_files>`)."""
+    words = _LEADING_MARKUP.sub("", prompt)
+    if not session.title and words.strip():
+        _update_session(session, title=" ".join(words.split())[:TITLE_LENGTH])
 
 
 def create_row(session: Session, table: type[Run] | type[Message], **fields: Any) -> Any:

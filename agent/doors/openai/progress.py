@@ -61,6 +61,8 @@ class Progress:
         if isinstance(event, MessageEvent):
             return self._message(event)
         step = _step(event)
+        if not self.reasoning:
+            step = step.lstrip("\n")  # the first step opens the reasoning: no gap before it
         if not step:
             return []
         self.reasoning.append(step)

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from agent.conf import agent_settings
 from agent.doors.openai.auth import authenticate
-from agent.doors.openai.chat_request import CHANNEL, SESSION_HEADER
+from agent.doors.openai.chat_request import SESSION_HEADER
 from agent.doors.openai.errors import OpenAIError, invalid
 from agent.doors.openai.responses_request import CONTINUED, read_responses_request
 from agent.doors.openai.responses_shapes import ResponseShape
@@ -16,7 +16,7 @@ from agent.doors.openai.responses_turn import ResponseTurn
 from agent.doors.openai.threads import CHAT_ID_HEADER, Thread
 from agent.doors.openai.turns import client_options, prepared
 from agent.doors.openai.views import admit, event_stream, json_body, openai_view
-from agent.turn import Continuation, get_or_create_session, is_command, stored_response
+from agent.turn import Continuation, is_command, stored_response
 
 PREVIOUS = "previous_response_id"
 
@@ -68,8 +68,6 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
             chat_id=request.headers.get(CHAT_ID_HEADER),
         )
         session = await thread.session(user, new_id=shape.id)
-    elif asked.session is not None:
-        session = await get_or_create_session(key=f"{CHANNEL}:{asked.session}", owner=user)
     turn = ResponseTurn(
         conversation.content,
         options,
