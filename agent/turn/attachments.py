@@ -80,6 +80,15 @@ def kind_of(part: dict[str, Any]) -> str | None:
     return KINDS.get(str(part.get("type")))
 
 
+def web_address(part: dict[str, Any]) -> str | None:
+    """The http(s) URL an image part points at, if it points at one."""
+    image = part.get("image_url") if part.get("type") == "image_url" else None
+    url = image.get("url") if isinstance(image, dict) else image
+    if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
+        return url
+    return None
+
+
 def file_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message.get("content")
     if not isinstance(content, list):

@@ -148,6 +148,11 @@ async def _shown(
         if kind is None:
             parts.append(part)
             continue
+        url = attachments.web_address(part)
+        if url is not None and not accepts(kind):
+            # Kept when it was the new message; not fetched again only to be named.
+            parts.append({"type": "text", "text": f"[{kind} attached: {url[:200]}]"})
+            continue
         try:
             kept = await attachments.keep(part, owner=owner, conf=conf)
         except InvalidInput as exc:

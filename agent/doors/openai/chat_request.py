@@ -67,7 +67,7 @@ _RANGES = {
     "frequency_penalty": (-2, 2),
     "top_logprobs": (0, 20),
 }
-_EXPECTED = {
+EXPECTED = {
     "boolean": "a boolean",
     "object": "an object",
     "number": "a decimal",
@@ -102,13 +102,13 @@ def read_chat_request(
         raise invalid(None, "The body must be a JSON object.", code=None)
     for name, kinds in _TYPES.items():
         value = body.get(name)
-        if value is not None and not any(_is(value, kind) for kind in kinds):
-            raise invalid_type(name, " or ".join(_EXPECTED[kind] for kind in kinds), value)
+        if value is not None and not any(is_json_type(value, kind) for kind in kinds):
+            raise invalid_type(name, " or ".join(EXPECTED[kind] for kind in kinds), value)
     for name, (low, high) in _RANGES.items():
         value = body.get(name)
         if value is not None and not low <= value <= high:
             raise invalid(name, f"Invalid '{name}': expected a value from {low} to {high}.")
-    choice = _model(body, conf)
+    choice = model_choice(body, conf)
     _refuse_what_a_turn_cannot_do(body)
     stream = bool(body.get("stream"))
     options = body.get("stream_options")
@@ -135,11 +135,11 @@ def read_chat_request(
         include_usage=bool(include_usage),
         temperature=body.get("temperature"),
         max_tokens=max_tokens,
-        session=_session(body.get("user"), session_header),
+        session=named_session(body.get("user"), session_header),
     )
 
 
-def _is(value: object, kind: str) -> bool:
+def is_json_type(value: object, kind: str) -> bool:
     if kind == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
     if kind == "integer":
@@ -148,7 +148,7 @@ def _is(value: object, kind: str) -> bool:
     return isinstance(value, python)
 
 
-def _model(body: dict[str, Any], conf: AgentSettings) -> Choice:
+def model_choice(body: dict[str, Any], conf: AgentSettings) -> Choice:
     name = body.get("model")
     if name is None:
         raise missing("model")
@@ -194,7 +194,7 @@ def housekeeping(conversation: Conversation) -> bool:
     )
 
 
-def _session(user: str | None, header: str | None) -> str | None:
+def named_session(user: str | None, header: str | None) -> str | None:
     """The chat id of the session named by the `X-Session-Key` header or `user`: a chat id,
     or the whole `openai:<chat id>` key."""
     for value, param in ((header, SESSION_HEADER), (user, "user")):

@@ -17,10 +17,11 @@ from typing import Any
 from agent.conf import AgentSettings
 from agent.doors.openai.chat_messages import Conversation, read_conversation
 from agent.doors.openai.chat_request import (
-    _is,
-    _model,
-    _session,
+    EXPECTED,
     housekeeping,
+    is_json_type,
+    model_choice,
+    named_session,
 )
 from agent.doors.openai.chat_tools import ClientTools, function_definition, read_params, read_tools
 from agent.doors.openai.errors import invalid, invalid_type, missing, unsupported
@@ -42,14 +43,6 @@ _TYPES: dict[str, str] = {
     "metadata": "object",
     "user": "string",
     "top_logprobs": "integer",
-}
-_EXPECTED = {
-    "boolean": "a boolean",
-    "object": "an object",
-    "number": "a decimal",
-    "integer": "an integer",
-    "string": "a string",
-    "array": "an array",
 }
 # Echoed in the answer as the request set them.
 ECHOED = ("instructions", "metadata", "temperature", "top_p", "max_output_tokens", "user")
@@ -83,9 +76,9 @@ def read_responses_request(
         raise invalid(None, "The body must be a JSON object.", code=None)
     for name, kind in _TYPES.items():
         value = body.get(name)
-        if value is not None and kind and not _is(value, kind):
-            raise invalid_type(name, _EXPECTED[kind], value)
-    choice = _model(body, conf)
+        if value is not None and kind and not is_json_type(value, kind):
+            raise invalid_type(name, EXPECTED[kind], value)
+    choice = model_choice(body, conf)
     for name in ("background", "conversation", "prompt"):
         if body.get(name):
             raise unsupported(name, f"'{name}' is not supported here.", value=False)
@@ -140,7 +133,7 @@ def read_responses_request(
         previous=previous,
         temperature=body.get("temperature"),
         max_tokens=max_tokens,
-        session=_session(body.get("user"), session_header),
+        session=named_session(body.get("user"), session_header),
         echo=echo,
     )
 
