@@ -65,6 +65,9 @@ Remember = Callable[[str], Awaitable[None]]
 def client_options(
     *, direct: bool, tools: ClientTools, history: tuple[dict[str, Any], ...] | None, **rest: Any
 ) -> TurnOptions:
+    """What a client's request asks of its turn: the agent's or a direct generation, the
+    client's tools, and no one to ask while it runs (a tool that waits for a person's yes
+    is refused at once: an API client cannot answer)."""
     return TurnOptions(
         tools=False if direct else None,
         history=history,
