@@ -4,6 +4,7 @@ answers."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,14 +23,17 @@ def conversation_session(*, owner_id: int, digest: str) -> Session | None:
 
 def mark_conversation(*, owner_id: int, digest: str, session_id: int) -> None:
     """The conversation `digest` continues session `session_id` from now on (the latest
-    answer wins: a conversation forked in the client goes on where it was last answered)."""
-    try:
-        with transaction.atomic():
-            ConversationMark.objects.update_or_create(
-                owner_id=owner_id, digest=digest, defaults={"session_id": session_id}
-            )
-    except IntegrityError:  # the session was deleted meanwhile: nothing to continue
-        pass
+    answer wins: a conversation forked in the client goes on where it was last answered).
+    One statement, an upsert: it is made after every answer."""
+    mark = ConversationMark(owner_id=owner_id, digest=digest, session_id=session_id)
+    # A session deleted meanwhile leaves nothing to continue.
+    with contextlib.suppress(IntegrityError):
+        ConversationMark.objects.bulk_create(
+            [mark],
+            update_conflicts=True,
+            unique_fields=["owner", "digest"],
+            update_fields=["session"],
+        )
 
 
 def keep_response(

@@ -84,8 +84,10 @@ async def continued(
     answer's calls are the ones the client answered: it also holds the agent's own calls,
     which the client never saw. A turn on the stored history (a client that sends only its
     results, as the Responses API's `previous_response_id` does) finds its user message
-    there, and what came before it is the history."""
-    assert options.continuation is not None
+    there, and what came before it is the history. A turn that continues nothing goes on
+    from `history` alone."""
+    if options.continuation is None:
+        return history, [], {}
     results: dict[str, str | None] = dict(options.continuation.results)
     turn = list(options.continuation.turn)
     stored_history = options.history is None

@@ -362,12 +362,9 @@ class TurnRunner:
             ),
             tool_choice=self.options.tool_choice,
         )
-        turn: list[dict[str, Any]] = []
-        verdicts: dict[str, str | None] = {}
-        if self.options.continuation is not None:
-            raw_history, turn, verdicts = await client_turn.continued(
-                self.session, self.run, self.options, raw_history, window=self.conf.memory_window
-            )
+        raw_history, turn, verdicts = await client_turn.continued(
+            self.session, self.run, self.options, raw_history, window=self.conf.memory_window
+        )
         # A turn that crashed or was stopped mid-tool may have left a call without its
         # result, or the reverse; a provider would refuse either.
         history = budget.repair(raw_history)

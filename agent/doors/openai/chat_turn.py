@@ -82,8 +82,8 @@ class ChatTurn(ClientTurn):
                     retry=False,
                 )
                 ending, result = error.event() + DONE, None
-            yield ending
             await self.remembered(result, "".join(sent))
+            yield ending
         finally:
             # The client left, or has it all: the turn goes on without it.
             self.listening = False

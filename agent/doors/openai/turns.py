@@ -139,7 +139,8 @@ class ClientTurn:
         return self.outcome()
 
     async def remembered(self, result: TurnResult | None, sent: str) -> None:
-        """Keep where the conversation continues, once the client has the answer."""
+        """Keep where the conversation continues, before the client has the answer's end:
+        its next request may come at once."""
         if self.remember is None or result is None or not result.success:
             return
         try:
