@@ -10,7 +10,7 @@ import pytest
 
 from agent.conf import agent_settings
 from agent.doors.openai.chat_request import read_chat_request
-from agent.doors.openai.chat_turn import ChatTurn
+from agent.doors.openai.chat_turn import ChatTurn, turn_options
 from agent.doors.openai.progress import Progress
 from agent.doors.openai.shapes import Reply
 from agent.events import Event, ToolCallEvent
@@ -44,7 +44,7 @@ async def test_a_stream_that_breaks_midway_says_so_and_ends_with_done(
 
     ada = off_the_loop(user)
     session = await get_or_create_session(key="openai:broken", owner=ada)
-    turn = ChatTurn(chat, Reply(model=chat.model), user=ada, session=session)
+    turn = ChatTurn(chat, Reply(model=chat.model), turn_options(chat), user=ada, session=session)
     await turn.started()
     raw = b"".join([part async for part in turn.stream()])
 
