@@ -258,28 +258,39 @@ async def prepare_options(
     generation parameters against what the model takes, and the files of its messages
     kept and made what the model can take. A door calls it before it makes a session; the
     turn calls it again (with nothing left to keep, it only checks)."""
+    if not _brought(options):
+        return options
     conf = agent_settings()
-    model_id = model or conf.model
-    return await _client_parts(options, owner, model_id, conf)
+    return await _client_parts(options, owner, model or conf.model, conf)
+
+
+def _brought(options: TurnOptions) -> bool:
+    """Whether a client brought anything to check: tools beside the agent's, parameters,
+    files (in the new message or the history)."""
+    return bool(
+        (options.client_tools and not options.direct)
+        or options.params
+        or options.attachments
+        or options.files
+        or any(file_parts(message) for message in options.history or ())
+    )
 
 
 async def _client_parts(
     options: TurnOptions, owner: User | None, model: str, conf: AgentSettings
 ) -> TurnOptions:
-    if options.prepared_for == model:
+    if options.prepared_for == model or not _brought(options):
         return options
     if options.client_tools and not options.direct:
         client_turn.refuse_clashes(options, (await turn_registry(conf)).names())
+    llm = LLM(llm_config(conf, model))
+    for name in await llm.refused_params([name for name, _ in options.params]):
+        raise InvalidInput(f"the model {model} does not take '{name}'", field=name)
     files = (
         options.attachments
         or options.files
         or any(file_parts(message) for message in options.history or ())
     )
-    if not files and not options.params:
-        return dataclasses.replace(options, prepared_for=model)
-    llm = LLM(llm_config(conf, model))
-    for name in await llm.refused_params([name for name, _ in options.params]):
-        raise InvalidInput(f"the model {model} does not take '{name}'", field=name)
     if files:
         if owner is None:
             raise InvalidInput("files are kept in a user's folder, and this turn has no user")

@@ -49,7 +49,7 @@ class ChatTurn(ClientTurn):
             tool_calls=calls,
             logprobs=result.logprobs if result and self.logprobs else None,
         )
-        await self.remembered(result, text)
+        self.remembered(result, text)
         return answer
 
     async def stream(self) -> AsyncIterator[bytes]:
@@ -82,7 +82,7 @@ class ChatTurn(ClientTurn):
                     retry=False,
                 )
                 ending, result = error.event() + DONE, None
-            await self.remembered(result, "".join(sent))
+            self.remembered(result, "".join(sent))
             yield ending
         finally:
             # The client left, or has it all: the turn goes on without it.

@@ -137,7 +137,7 @@ class ResponseTurn(ClientTurn):
                 )
             except Exception:  # the answer stands; it cannot be read again or continued
                 logger.exception("response %s could not be kept", self.shape.id)
-        await self.remembered(result, sent)
+        self.remembered(result, sent)
 
 
 class _Items:

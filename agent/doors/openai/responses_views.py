@@ -26,7 +26,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     user = await authenticate(request)
     conf = agent_settings()
     asked = read_responses_request(
-        json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
+        json_body(request, conf), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
     conversation = asked.conversation
     thread = None

@@ -24,8 +24,10 @@ messages and calls, reasoning that a client folds into the answer's text
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -39,8 +41,14 @@ from agent.turn import conversation_session, get_or_create_session, mark_convers
 from sessions_app import keys
 from sessions_app.models import Session
 
+logger = logging.getLogger(__name__)
+
 CHAT_ID_HEADER = "X-OpenWebUI-Chat-Id"
 DIRECT_CHANNEL = "openai-direct"
+# The most a request waits for the digests of its owner's earlier answers.
+MARK_WAIT_SECONDS = 2.0
+# The digests being written, by owner, with the tasks that write them.
+_pending: dict[int, set[asyncio.Task[None]]] = {}
 _FOLDED = re.compile(r"<details\b[^>]*>.*?</details>", re.S | re.I)
 _SPACE = re.compile(r"\s+")
 
@@ -87,26 +95,55 @@ class Thread:
         if self.named is not None:
             return await get_or_create_session(key=f"{CHANNEL}:{self.named}", owner=user)
         if self.before is not None:
+            await _marks_written(user.pk)
             found = await conversation_session(owner_id=user.pk, digest=self.before)
             if found is not None:
                 return found
         channel = DIRECT_CHANNEL if self.direct else CHANNEL
         return await get_or_create_session(key=f"{channel}:{new_id}", owner=user)
 
-    def remember(self, user: User, session: Session) -> Callable[[str], Awaitable[None]] | None:
+    def remember(self, user: User, session: Session) -> Callable[[str], None] | None:
         """What keeps the conversation's digest once it is answered with the text `sent`:
         none for a conversation the client names, nor for a direct generation, which is
-        no chat to continue."""
+        no chat to continue. It is written on the side, as the answer leaves; the owner's
+        next request here waits for it before it looks (`session`), and one that reaches
+        another process comes a round trip after the write began."""
         if self.named is not None or self.direct:
             return None
 
-        async def keep(sent: str) -> None:
-            answered = (*self.messages, {"role": "assistant", "content": sent})
-            found = digest(answered)
-            if found is not None:
-                await mark_conversation(owner_id=user.pk, digest=found, session_id=session.pk)
+        def keep(sent: str) -> None:
+            found = digest((*self.messages, {"role": "assistant", "content": sent}))
+            if found is None:
+                return
+            writing = mark_conversation(owner_id=user.pk, digest=found, session_id=session.pk)
+            task = asyncio.get_running_loop().create_task(_written(writing))
+            pending = _pending.setdefault(user.pk, set())
+            pending.add(task)
+            task.add_done_callback(lambda done: _settle(user.pk, done))
 
         return keep
+
+
+async def _written(writing: Awaitable[None]) -> None:
+    try:
+        await writing
+    except Exception:  # the answer stands; the next request starts a session anew
+        logger.exception("where a client's conversation continues could not be kept")
+
+
+def _settle(owner_id: int, task: asyncio.Task[None]) -> None:
+    pending = _pending.get(owner_id)
+    if pending is not None:
+        pending.discard(task)
+        if not pending:
+            del _pending[owner_id]
+
+
+async def _marks_written(owner_id: int) -> None:
+    """Wait, a little, for the digests of `owner_id`'s answers still being written here."""
+    pending = _pending.get(owner_id)
+    if pending:
+        await asyncio.wait(set(pending), timeout=MARK_WAIT_SECONDS)
 
 
 def digest(messages: Iterable[dict[str, Any]]) -> str | None:

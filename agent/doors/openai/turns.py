@@ -14,7 +14,7 @@ import asyncio
 import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -59,7 +59,7 @@ _running: set[asyncio.Task[TurnResult]] = set()
 
 # Called once a turn answered, with the text the client got: where the door remembers
 # the conversation (`threads`).
-Remember = Callable[[str], Awaitable[None]]
+Remember = Callable[[str], None]
 
 
 def client_options(
@@ -138,15 +138,10 @@ class ClientTurn:
         await asyncio.wait([self.task])
         return self.outcome()
 
-    async def remembered(self, result: TurnResult | None, sent: str) -> None:
-        """Keep where the conversation continues, before the client has the answer's end:
-        its next request may come at once."""
-        if self.remember is None or result is None or not result.success:
-            return
-        try:
-            await self.remember(sent)
-        except Exception:  # the answer stands; the next request starts a session anew
-            logger.exception("where a client's conversation continues could not be kept")
+    def remembered(self, result: TurnResult | None, sent: str) -> None:
+        """Keep where the conversation continues, now that the client has the answer."""
+        if self.remember is not None and result is not None and result.success:
+            self.remember(sent)
 
     async def events(self) -> AsyncIterator[list[Event] | None]:
         """The turn's events as they come, in batches: each batch is what came within

@@ -92,7 +92,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     user = await authenticate(request)
     conf = agent_settings()
     chat = read_chat_request(
-        json_body(request), session_header=request.headers.get(SESSION_HEADER), conf=conf
+        json_body(request, conf), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
     conversation = chat.conversation
     # Slash commands cost no model call and /stop must always get through: only turns count.
@@ -161,11 +161,11 @@ async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResp
     return OpenAIError(404, message, code="unknown_url").response()
 
 
-def json_body(request: HttpRequest) -> object:
+def json_body(request: HttpRequest, conf: AgentSettings) -> object:
     """The request's JSON. Its files come inside it (base64 images, and a client such as
     Open WebUI sends a chat's every image again with each message), so the cap is twice
     AGENT_MAX_UPLOAD_BYTES, or Django's own if that is larger."""
-    limit = max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, 2 * agent_settings().max_upload_bytes)
+    limit = max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, 2 * conf.max_upload_bytes)
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     # Read past Django's DATA_UPLOAD_MAX_MEMORY_SIZE, which `request.body` enforces.
     raw = request.read(limit + 1) if declared <= limit else b""
