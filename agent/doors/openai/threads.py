@@ -13,9 +13,10 @@ conversation. In order of precedence:
 4. A conversation that continues nothing starts a session of its own.
 
 A direct generation (`agentsite-plain`) is a generation, not a chat of the agent's: named
-(1) it lands in that session; otherwise it lands in a session the chat list does not show
-(`openai-direct:`), so that a client's housekeeping (titles, tags, suggestions) does not
-fill the list. Its chat id (2) is not taken for it, as those requests carry it too.
+(1) it lands in that session, and continuing a chat (3) in that chat's; otherwise it lands
+in a session the chat list does not show (`openai-direct:`), so that a client's
+housekeeping (titles, tags, suggestions) does not fill the list, and it leaves no digest.
+Its chat id (2) is not taken for it, as those requests carry it too.
 
 The digest leaves out what clients change or drop between requests: the client's tool
 messages and calls, reasoning that a client folds into the answer's text
