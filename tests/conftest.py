@@ -360,6 +360,20 @@ def add_login(site_env: dict[str, str], password: str) -> None:
             )
 
 
+@pytest.fixture
+def door(site_env: dict[str, str], request: pytest.FixtureRequest) -> str:
+    """The site on a real daphne, with the environment of the test's parameter (given with
+    `indirect=True`) over the scripted model's: the OpenAI door's tests."""
+    site_env.update(getattr(request, "param", {}))
+    return str(request.getfixturevalue("live_site"))
+
+
+@pytest.fixture
+def door_token(door: str, site_env: dict[str, str]) -> str:
+    """An API token of `LOGIN`'s on `door`."""
+    return login_token(site_env)
+
+
 def login_token(site_env: dict[str, str]) -> str:
     """An API token of `LOGIN`'s in the site of `site_env`, as `manage.py drf_create_token`
     would make it, without a process of its own for it."""

@@ -15,7 +15,6 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,24 +40,15 @@ PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
 
 
 @pytest.fixture
-def door(site_env: dict[str, str], request: pytest.FixtureRequest) -> str:
-    site_env.update(getattr(request, "param", {}))
-    return str(request.getfixturevalue("live_site"))
+def client(door: str, door_token: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{door}/v1", api_key=door_token, max_retries=0)
 
 
 @pytest.fixture
-def token(door: str, site_env: dict[str, str]) -> str:
-    return login_token(site_env)
-
-
-@pytest.fixture
-def client(door: str, token: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{door}/v1", api_key=token, max_retries=0)
-
-
-@pytest.fixture
-def http(door: str, token: str) -> httpx.Client:
-    return httpx.Client(base_url=door, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+def http(door: str, door_token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=door, headers={"Authorization": f"Bearer {door_token}"}, timeout=30
+    )
 
 
 def api(http: httpx.Client, path: str) -> Any:

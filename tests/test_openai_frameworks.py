@@ -13,7 +13,6 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,21 +31,11 @@ WEATHER: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def door(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("live_site"))
-
-
-@pytest.fixture
-def token(door: str, site_env: dict[str, str]) -> str:
-    return login_token(site_env)
-
-
 def test_litellm_calls_the_clients_tool_and_goes_on_with_its_result(
-    door: str, token: str, llm: ScriptedLLM
+    door: str, door_token: str, llm: ScriptedLLM
 ) -> None:
     llm.tool_call("get_weather", {"city": "Rome"}).reply("Rome is warm.")
-    where = {"api_base": f"{door}/v1", "api_key": token, "num_retries": 0}
+    where = {"api_base": f"{door}/v1", "api_key": door_token, "num_retries": 0}
     ask = [{"role": "user", "content": "Weather in Rome?"}]
     first = litellm.completion(model="openai/agentsite", messages=ask, tools=[WEATHER], **where)
     message = first.choices[0].message
@@ -80,9 +69,9 @@ class Place(BaseModel):
 
 
 def test_langchain_binds_tools_and_asks_for_structured_output(
-    door: str, token: str, llm: ScriptedLLM
+    door: str, door_token: str, llm: ScriptedLLM
 ) -> None:
-    model = ChatOpenAI(model="agentsite", base_url=f"{door}/v1", api_key=token, max_retries=0)
+    model = ChatOpenAI(model="agentsite", base_url=f"{door}/v1", api_key=door_token, max_retries=0)
     llm.tool_call("get_weather", {"city": "Lima"}).reply("Lima is warm.")
     asked = [HumanMessage("Weather in Lima?")]
     answer = model.bind_tools([get_weather]).invoke(asked)

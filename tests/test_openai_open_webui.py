@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,15 +30,9 @@ def captured(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def door(site_env: dict[str, str], request: pytest.FixtureRequest) -> str:
-    site_env.update(getattr(request, "param", {}))
-    return str(request.getfixturevalue("live_site"))
-
-
-@pytest.fixture
-def http(door: str, site_env: dict[str, str]) -> httpx.Client:
-    token = login_token(site_env)
-    return httpx.Client(base_url=door, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+def http(door: str, door_token: str) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {door_token}"}
+    return httpx.Client(base_url=door, headers=headers, timeout=30)
 
 
 def listed(http: httpx.Client) -> list[str]:

@@ -19,7 +19,6 @@ from agents import (
 )
 from pydantic import BaseModel
 
-from tests.conftest import login_token
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,18 +38,8 @@ WEATHER = {
 
 
 @pytest.fixture
-def door(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("live_site"))
-
-
-@pytest.fixture
-def token(door: str, site_env: dict[str, str]) -> str:
-    return login_token(site_env)
-
-
-@pytest.fixture
-def client(door: str, token: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{door}/v1", api_key=token, max_retries=0)
+def client(door: str, door_token: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{door}/v1", api_key=door_token, max_retries=0)
 
 
 def test_a_tool_turn_continued_by_the_previous_response(
@@ -145,8 +134,8 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}, 21 C"
 
 
-def agents_turn(door: str, token: str, *, streamed: bool) -> Any:
-    client = openai.AsyncOpenAI(base_url=f"{door}/v1", api_key=token, max_retries=0)
+def agents_turn(door: str, door_token: str, *, streamed: bool) -> Any:
+    client = openai.AsyncOpenAI(base_url=f"{door}/v1", api_key=door_token, max_retries=0)
     set_default_openai_client(client, use_for_tracing=False)
     set_tracing_disabled(True)
     reporter = Agent(
@@ -176,12 +165,12 @@ def agents_turn(door: str, token: str, *, streamed: bool) -> Any:
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
 def test_the_agents_sdk_with_its_defaults(
-    door: str, token: str, llm: ScriptedLLM, streamed: bool
+    door: str, door_token: str, llm: ScriptedLLM, streamed: bool
 ) -> None:
     llm.tool_call("get_weather", {"city": "Paris"})
     llm.tool_call("transfer_to_reporter", {})
     llm.reply(json.dumps({"city": "Paris", "summary": "Sunny, 21 C"}))
-    result = agents_turn(door, token, streamed=streamed)
+    result = agents_turn(door, door_token, streamed=streamed)
     assert result.final_output == Report(city="Paris", summary="Sunny, 21 C")
     assert result.last_agent.name == "Reporter"
     # The SDK ran its tool and handed over; each request went on with the turn.

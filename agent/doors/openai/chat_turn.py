@@ -16,7 +16,7 @@ from agent.doors.openai.chat_request import ChatRequest
 from agent.doors.openai.errors import SERVER_ERROR, OpenAIError
 from agent.doors.openai.shapes import DONE, KEEPALIVE, Reply
 from agent.doors.openai.turns import ClientTurn, client_options
-from agent.turn import Continuation, TurnOptions, TurnResult
+from agent.turn import TurnOptions, TurnResult
 
 logger = logging.getLogger(__name__)
 
@@ -113,19 +113,13 @@ class ChatTurn(ClientTurn):
 
 def turn_options(chat: ChatRequest) -> TurnOptions:
     """What a chat completion asks of its turn."""
-    conversation = chat.conversation
     return client_options(
+        chat.conversation,
         direct=chat.choice.direct,
-        history=conversation.history,
-        instructions=conversation.instructions,
-        temperature=chat.temperature,
-        max_tokens=chat.max_tokens,
         tools=chat.tools,
         params=chat.params,
-        attachments=conversation.attachments,
-        continuation=None
-        if conversation.turn is None
-        else Continuation(conversation.turn, conversation.results),
+        temperature=chat.temperature,
+        max_tokens=chat.max_tokens,
     )
 
 

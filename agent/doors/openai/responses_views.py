@@ -16,7 +16,7 @@ from agent.doors.openai.responses_turn import ResponseTurn
 from agent.doors.openai.threads import CHAT_ID_HEADER, Thread
 from agent.doors.openai.turns import client_options, prepared
 from agent.doors.openai.views import admit, event_stream, json_body, openai_view
-from agent.turn import Continuation, is_command, stored_response
+from agent.turn import stored_response
 
 PREVIOUS = "previous_response_id"
 
@@ -41,22 +41,16 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
         session = previous.session
         if conversation.content == CONTINUED:
             conversation = dataclasses.replace(conversation, content=previous.prompt)
-    if conversation.turn is not None or not is_command(conversation.content):
-        counted = not asked.choice.direct and conversation.turn is None
-        await admit(user, conf, counted=counted)
+    await admit(user, conf, conversation, direct=asked.choice.direct)
     options = client_options(
+        conversation,
         direct=asked.choice.direct,
-        # With a previous response, the conversation is the one kept on the server.
-        history=None if asked.previous is not None else conversation.history,
-        instructions=conversation.instructions,
-        temperature=asked.temperature,
-        max_tokens=asked.max_tokens,
         tools=asked.tools,
         params=asked.params,
-        attachments=conversation.attachments,
-        continuation=None
-        if conversation.turn is None
-        else Continuation(conversation.turn, conversation.results),
+        temperature=asked.temperature,
+        max_tokens=asked.max_tokens,
+        # With a previous response, the conversation is the one kept on the server.
+        stored_history=asked.previous is not None,
     )
     options = await prepared(options, user=user, model=asked.choice.model)
     shape = ResponseShape(model=asked.model, echo=asked.echo)

@@ -20,12 +20,14 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from agent import failures
+from agent.doors.openai.chat_messages import Conversation
 from agent.doors.openai.chat_request import CHANNEL
 from agent.doors.openai.chat_tools import ClientTools
 from agent.doors.openai.errors import INVALID_REQUEST, SERVER_ERROR, OpenAIError
 from agent.doors.openai.progress import Progress
 from agent.events import Event
 from agent.turn import (
+    Continuation,
     GroupSink,
     ModelNotConfigured,
     OverBudget,
@@ -63,18 +65,33 @@ Remember = Callable[[str], None]
 
 
 def client_options(
-    *, direct: bool, tools: ClientTools, history: tuple[dict[str, Any], ...] | None, **rest: Any
+    conversation: Conversation,
+    *,
+    direct: bool,
+    tools: ClientTools,
+    params: tuple[tuple[str, Any], ...],
+    temperature: float | None,
+    max_tokens: int | None,
+    stored_history: bool = False,
 ) -> TurnOptions:
     """What a client's request asks of its turn: the agent's or a direct generation, the
-    client's tools, and no one to ask while it runs (a tool that waits for a person's yes
-    is refused at once: an API client cannot answer)."""
+    conversation it sent (or, `stored_history`, the one kept on the server), the client's
+    tools and parameters, and no one to ask while it runs (a tool that waits for a person's
+    yes is refused at once: an API client cannot answer)."""
     return TurnOptions(
         tools=False if direct else None,
-        history=history,
+        history=None if stored_history else conversation.history,
+        instructions=conversation.instructions,
+        temperature=temperature,
+        max_tokens=max_tokens,
         client_tools=tools.definitions,
         tool_choice=tools.choice,
+        params=params,
+        attachments=conversation.attachments,
+        continuation=None
+        if conversation.turn is None
+        else Continuation(conversation.turn, conversation.results),
         unattended=True,
-        **rest,
     )
 
 

@@ -30,6 +30,7 @@ from agent import failures
 from agent.conf import MODEL_HELP, AgentSettings, agent_settings
 from agent.doors.openai import threads
 from agent.doors.openai.auth import authenticate
+from agent.doors.openai.chat_messages import Conversation
 from agent.doors.openai.chat_request import SESSION_HEADER, read_chat_request
 from agent.doors.openai.chat_turn import ChatTurn, turn_options
 from agent.doors.openai.errors import SERVER_ERROR, OpenAIError, invalid, model_not_found
@@ -95,10 +96,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         json_body(request, conf), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
     conversation = chat.conversation
-    # Slash commands cost no model call and /stop must always get through: only turns count.
-    if conversation.turn is not None or not is_command(conversation.content):
-        # The client's results go on with a turn already counted.
-        await admit(user, conf, counted=not chat.choice.direct and conversation.turn is None)
+    await admit(user, conf, conversation, direct=chat.choice.direct)
     options = await prepared(turn_options(chat), user=user, model=chat.choice.model)
     reply = Reply(model=chat.model, include_usage=chat.include_usage)
     thread = threads.Thread.of(
@@ -128,12 +126,18 @@ def event_stream(events: AsyncIterator[bytes], headers: dict[str, str]) -> Strea
     return response
 
 
-async def admit(user: User, conf: AgentSettings, *, counted: bool) -> None:
-    """Refuse a turn that may not start: no model, a spent budget, or, for one `counted`
-    against the turn rate, too many turns of late. Said before a session is made for it.
-    A direct generation is one model call, not an agent's turn (a client's housekeeping
-    makes several for each message), and the results of a client's tools go on with a
-    turn counted already: the budget holds for them, the turn rate does not."""
+async def admit(
+    user: User, conf: AgentSettings, conversation: Conversation, *, direct: bool
+) -> None:
+    """Refuse a turn that may not start: no model, a spent budget, or too many turns of
+    late. Said before a session is made for it. A slash command costs no model call and
+    `/stop` must always get through: it is not refused. A direct generation is one model
+    call, not an agent's turn (a client's housekeeping makes several for each message), and
+    the results of a client's tools go on with a turn counted already: the budget holds
+    for them, the turn rate does not."""
+    if conversation.turn is None and is_command(conversation.content):
+        return
+    counted = not direct and conversation.turn is None
     if not conf.models:
         raise OpenAIError(503, MODEL_HELP, type=SERVER_ERROR, code="model_not_configured")
     spent = await budget_refusal(user)
