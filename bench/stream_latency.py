@@ -4,10 +4,11 @@ The scripted model (its own process) streams CHUNKS pieces per answer, each carr
 time it was sent. WebSocket clients (this process) open chats on a daphne process running
 the site, send one message each, and record when every chunk arrives. Prints chunks per
 second, the p50/p99 delay from the model emitting a chunk to the client receiving it, the
-daphne process's CPU time per chunk, and how many chunks never arrived, for 1 and for 50
-concurrent sessions.
+daphne process's CPU time per chunk the model wrote, and how many chunks never arrived, for
+1 and for 50 concurrent sessions, each with one tab and with two (the second tab only
+watches the reply stream), and what the second tab costs as ratios.
 
-    .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50] [--json PATH]
+    .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50] [--tabs 1 2]
     .venv/bin/python bench/stream_latency.py --chunks 500 --interval 0.01   # 100 chunks/s each
 """
 
@@ -41,12 +42,20 @@ from bench._report import Row, add_json_option, row, write_json  # noqa: E402
 STAMP = re.compile(r"<(\d+)>")
 
 
-async def one_session(url: str, index: int, delays: list[float]) -> int:
+async def one_tab(
+    url: str, chat: str, delays: list[float], *, send: bool, ready: asyncio.Event
+) -> int:
+    """One socket on `chat`: it sends the message if `send`, else waits for the other tab to;
+    either way it records every chunk's delay until the reply lands."""
     received = 0
-    async with websockets.connect(url.format(chat=f"bench{index}"), max_size=None) as ws:
+    async with websockets.connect(url.format(chat=chat), max_size=None) as ws:
         history = json.loads(await ws.recv())
         assert history["type"] == "history", history
-        await ws.send(json.dumps({"type": "message", "content": "stream please"}))
+        if send:
+            await ready.wait()
+            await ws.send(json.dumps({"type": "message", "content": "stream please"}))
+        else:
+            ready.set()
         while True:
             frame = json.loads(await ws.recv())
             now = time.time_ns()
@@ -60,39 +69,97 @@ async def one_session(url: str, index: int, delays: list[float]) -> int:
                 raise RuntimeError(frame["message"])
 
 
+async def one_session(url: str, index: int, delays: list[float], tabs: int) -> int:
+    """The chunks every tab of one session received: the first tab sends, once the others
+    are open (a tab that opens mid-reply is `tests/test_live_stream.py`'s)."""
+    ready = asyncio.Event()
+    if tabs == 1:
+        ready.set()
+    watchers = [
+        one_tab(url, f"bench{index}", delays, send=False, ready=ready) for _ in range(1, tabs)
+    ]
+    counts = await asyncio.gather(
+        one_tab(url, f"bench{index}", delays, send=True, ready=ready), *watchers
+    )
+    return sum(counts)
+
+
 async def measure(
-    url: str, sessions: int, offset: int, *, chunks: int, server_pid: int, note: str = ""
-) -> list[Row]:
+    url: str,
+    sessions: int,
+    offset: int,
+    *,
+    chunks: int,
+    server_pid: int,
+    tabs: int = 1,
+    note: str = "",
+) -> tuple[list[Row], dict[str, float]]:
     delays: list[float] = []
     cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
-    counts = await asyncio.gather(*(one_session(url, offset + i, delays) for i in range(sessions)))
+    counts = await asyncio.gather(
+        *(one_session(url, offset + i, delays, tabs) for i in range(sessions))
+    )
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(server_pid) - cpu_before
     total = sum(counts)
+    expected = sessions * chunks * tabs
     ordered = sorted(delays)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    # CPU per chunk the model wrote: what a second tab adds shows in it.
+    cpu_per_chunk = cpu * 1e3 / max(sessions * chunks, 1)
     print(
-        f"{sessions:>3} session(s): {total:>7} chunks in {elapsed:6.2f} s = "
+        f"{sessions:>3} session(s) x {tabs} tab(s): {total:>7} chunks in {elapsed:6.2f} s = "
         f"{total / elapsed:7.0f} chunks/s   delay p50 {p50:6.2f} ms  p99 {p99:7.2f} ms   "
-        f"daphne CPU {cpu * 1e3 / max(total, 1):.3f} ms/chunk   "
-        f"dropped {sessions * chunks - total}{note}"
+        f"daphne CPU {cpu_per_chunk:.3f} ms/model chunk   dropped {expected - total}{note}"
     )
-    name = f"{sessions} session{'s' if sessions > 1 else ''}, {chunks} chunks each"
-    return [
+    tabs_named = f" x {tabs} tabs" if tabs > 1 else ""
+    name = f"{sessions} session{'s' if sessions > 1 else ''}{tabs_named}, {chunks} chunks each"
+    rows = [
         row("stream_latency", f"{name}: chunks/s", total / elapsed, unit="/s"),
         row("stream_latency", f"{name}: delay p99", p99, unit="ms"),
-        row("stream_latency", f"{name}: daphne CPU/chunk", cpu * 1e6 / max(total, 1), unit="µs"),
-        row("stream_latency", f"{name}: dropped", sessions * chunks - total, target="0",
-            met=total == sessions * chunks),
+        row("stream_latency", f"{name}: daphne CPU/chunk", cpu_per_chunk * 1e3, unit="µs"),
+        row("stream_latency", f"{name}: dropped", expected - total, target="0",
+            met=total == expected),
     ]  # fmt: skip
+    return rows, {"p50": p50, "p99": p99, "cpu": cpu_per_chunk}
+
+
+def compare_tabs(sessions: int, figures: dict[int, dict[str, float]]) -> list[Row]:
+    """What the watching tabs cost: each layout's figures over one tab's, as the floor."""
+    one = figures[1]
+    compared: list[Row] = []
+    for tabs, these in figures.items():
+        if tabs == 1:
+            continue
+        ratios = {k: these[k] / one[k] for k in ("p50", "p99", "cpu")}
+        print(
+            f"    {tabs} tabs / 1 tab at {sessions} session(s): delay p50 {ratios['p50']:.2f}x"
+            f"  p99 {ratios['p99']:.2f}x  daphne CPU per model chunk {ratios['cpu']:.2f}x"
+        )
+        name = f"{sessions} session{'s' if sessions > 1 else ''} x {tabs} tabs (floor: 1 tab)"
+        compared += [
+            row("stream_latency", f"{name}: delay p50", these["p50"], floor=one["p50"],
+                unit="ms", target="ratio <= 1.5", met=ratios["p50"] <= 1.5),
+            row("stream_latency", f"{name}: daphne CPU/chunk", these["cpu"] * 1e3,
+                floor=one["cpu"] * 1e3, unit="µs", target="ratio <= 1.5",
+                met=ratios["cpu"] <= 1.5),
+        ]  # fmt: skip
+    return compared
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=2000)
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 50])
+    parser.add_argument(
+        "--tabs",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="sockets open on each session: one sends, the others watch it stream",
+    )
     parser.add_argument(
         "--interval",
         type=float,
@@ -170,9 +237,18 @@ def main() -> None:
             async def run() -> None:
                 # Imports, connections and first queries make the first answer slow.
                 options = {"chunks": args.chunks, "server_pid": web.pid}
-                await measure(url, 1, 10_000, **options, note="   (warm-up)")
-                for offset, sessions in enumerate(args.sessions):
-                    rows.extend(await measure(url, sessions, offset * 1000, **options))
+                await measure(url, 1, 100_000, **options, note="   (warm-up)")
+                offset = 0
+                for sessions in args.sessions:
+                    figures = {}
+                    for tabs in args.tabs:
+                        offset += 1000
+                        measured, figures[tabs] = await measure(
+                            url, sessions, offset, **options, tabs=tabs
+                        )
+                        rows.extend(measured)
+                    if 1 in figures:
+                        rows.extend(compare_tabs(sessions, figures))
 
             asyncio.run(run())
     except KeyboardInterrupt:

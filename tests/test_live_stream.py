@@ -146,3 +146,65 @@ async def test_a_joined_tab_gets_the_thinking_notes_and_is_let_go_when_it_closes
     assert "weighing the words" in "".join(f["content"] for f in frames if f["type"] == "thinking")
     assert said(rest) == STORY
     assert not turn.viewers  # it left, rather than be sent the rest until the layer refused
+
+
+async def test_a_tab_already_open_streams_the_reply_chunk_by_chunk(
+    llm: ScriptedLLM, token: str
+) -> None:
+    llm.reply(STORY, chunks=30, chunk_delay=0.05)
+    first, _ = await open_chat("live6", token)
+    second, _ = await open_chat("live6", token)
+    await first.send_json_to({"type": "message", "content": "tell me a story"})
+    seen = await receive_until(second, "message", role="assistant")
+    await receive_until(first, "thinking_finished")
+    await first.disconnect()
+    await second.disconnect()
+
+    chunks = [f for f in seen if f["type"] == "stream_chunk"]
+    # Chunk by chunk as the model writes, not the whole reply at its end.
+    assert len(chunks) >= 10
+    assert next(f["type"] for f in seen if f["type"].startswith("stream_")) == "stream_start"
+    assert said(seen) == STORY == await saved_reply("live6")
+    # The stream ends before the reply it streamed is shown whole.
+    assert seen[-1]["type"] == "message"
+    assert [f["type"] for f in seen].count("stream_end") == 1
+
+
+async def test_a_tab_already_open_streams_each_turn_of_the_chat(
+    llm: ScriptedLLM, token: str
+) -> None:
+    from agent.turn import live
+
+    llm.reply("first answer, told slowly", chunks=5, chunk_delay=0.05)
+    llm.reply("second answer, told slowly", chunks=5, chunk_delay=0.05)
+    first, _ = await open_chat("live7", token)
+    second, _ = await open_chat("live7", token)
+    for prompt in ("one", "two"):
+        await first.send_json_to({"type": "message", "content": prompt})
+        seen = await receive_until(second, "message", role="assistant")
+        await receive_until(first, "thinking_finished")
+        assert said(seen).endswith("answer, told slowly")
+        assert said(seen) == await saved_reply("live7")
+    await first.disconnect()
+    await second.disconnect()
+    assert not live._turns
+
+
+async def test_a_tab_of_another_process_joins_through_the_layer(
+    llm: ScriptedLLM, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a tab served by another daphne process sees the turn: it asks through the layer.
+    from agent.doors import chat
+
+    monkeypatch.setattr(chat, "join_stream_here", lambda *args: False)
+    llm.reply(STORY, chunks=30, chunk_delay=0.05)
+    first, _ = await open_chat("live8", token)
+    second, _ = await open_chat("live8", token)
+    await first.send_json_to({"type": "message", "content": "tell me a story"})
+    seen = await receive_until(second, "message", role="assistant")
+    await receive_until(first, "thinking_finished")
+    await first.disconnect()
+    await second.disconnect()
+
+    assert len([f for f in seen if f["type"] == "stream_chunk"]) >= 5
+    assert said(seen) == STORY == await saved_reply("live8")

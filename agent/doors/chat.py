@@ -6,8 +6,9 @@ rule, which the route's converter applies).
 The socket translates frames into `run_turn` calls and events back into frames. Each turn
 runs as its own task (`socket_turns`), so `stop`, new messages, group events and a
 disconnect are handled while it streams; a turn outlives a closed tab and is saved all the
-same. A socket that opens while a turn of its session streams gets the text so far, then the
-rest (`join_stream`).
+same. Every socket of the session streams the reply: one that opens while a turn streams gets
+the text so far, then the rest, and one already open joins a turn when it hears it start
+(`join_stream`).
 A turn waiting for a person asks every socket of its session (`approval_request`, also sent
 to a socket as it opens); any of them may answer (`approve`), and the one whose answer lets
 the turn go on runs the rest of it, as it runs a turn it started.
@@ -30,6 +31,7 @@ import logging
 import math
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -60,6 +62,8 @@ from agent.turn import (
     history_page,
     is_command,
     is_running_here,
+    join_stream_here,
+    leave_stream_here,
     listen_to_relayed,
     open_session,
     rerun_turn,
@@ -92,6 +96,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     group = ""
     follower: RunFollower | None = None
     joiner: StreamJoin | None = None
+    # The turn of this process whose stream the socket joined (`join_stream_here`).
+    here: UUID | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -137,8 +143,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(request.to_dict())
         if unfinished is not None:
             if running:
-                self.joiner = StreamJoin(unfinished.pk, self.channel_name)
-            if not is_running_here(session.pk):
+                self._join_stream(unfinished.pk)
+            elif not is_running_here(session.pk):
                 self._follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
@@ -151,6 +157,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.follower.stop()
         if self.joiner is not None:
             await self.joiner.leave()
+        if self.here is not None:
+            leave_stream_here(self.here, self.channel_name)
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -311,11 +319,35 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if message.get("origin") == self.channel_name:
             return
         frame = message["frame"]
-        if frame.get("type") == "thinking_started":
-            self._follow(frame.get("run_id", ""))
-        elif frame.get("type") == "thinking_finished" and self.follower is not None:
+        kind = frame.get("type")
+        if kind == "thinking_finished" and self.follower is not None:
             self.follower.ended(frame.get("run_id", ""))
         await self._send_frame(frame)
+        if kind == "thinking_started" and frame.get("run_id"):
+            self._join_stream(UUID(frame["run_id"]))
+
+    def _join_stream(self, run_id: UUID) -> None:
+        """Stream the reply of a turn this socket did not start, as the socket that did sees
+        it: the turn sends this one its chunks, which never travel the group. A turn of this
+        process's joins at once; one elsewhere is asked through the layer (`join_stream`),
+        and watched, in case its events never get here."""
+        if run_id in (self.here, self.joiner and self.joiner.run_id):
+            return
+        self._leave_stream()
+        if join_stream_here(run_id, self.channel_name, self._send_frame):
+            self.here = run_id
+            return
+        self.joiner = StreamJoin(run_id, self.channel_name)
+        self._follow(str(run_id))
+
+    def _leave_stream(self) -> None:
+        # The turn joined before has ended: turns of a session run one at a time.
+        if self.here is not None:
+            leave_stream_here(self.here, self.channel_name)
+            self.here = None
+        if self.joiner is not None:
+            self.joiner.drop()
+            self.joiner = None
 
     async def live_joined(self, message: dict[str, Any]) -> None:
         """The running turn took this socket's request to join its stream (`join_stream`);

@@ -33,10 +33,12 @@ logger = logging.getLogger(__name__)
 JOINED = "session.joined"
 MARK_EVERY = 0.25
 MARKS = 8
-# How long a socket that opened while a turn streams waits for the turn to answer its
-# request for the text so far, and how often it asks.
-JOIN_WAIT_SECONDS = 1.0
-JOIN_ATTEMPTS = 3
+# How long a socket that joins a turn's stream waits for the turn to answer each of its
+# requests before it asks again. A turn that has only just started may not listen yet, and
+# a tab already open asks as soon as it hears the turn start: the first waits are short, so
+# that it misses no more than a few chunks' time. Asking again costs nothing: a turn sends
+# a socket that joined twice its stream once.
+JOIN_WAITS = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class JoinMark:
@@ -135,6 +137,10 @@ class StreamJoin:
         """The turn took the request: its frames follow."""
         self.joined.set()
 
+    def drop(self) -> None:
+        """The turn ended: it sends nothing more, and there is nothing to tell it."""
+        self.task.cancel()
+
     async def leave(self) -> None:
         """The socket closed."""
         self.task.cancel()
@@ -144,10 +150,10 @@ class StreamJoin:
 
     async def _ask(self) -> None:
         # A turn that has only just started may not listen on its run's group yet.
-        for _ in range(JOIN_ATTEMPTS):
+        for wait in JOIN_WAITS:
             await join_stream(self.run_id, self.channel)
             try:
-                await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_SECONDS)
+                await asyncio.wait_for(self.joined.wait(), wait)
                 return
             except TimeoutError:
                 continue

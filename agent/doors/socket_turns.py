@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent import failures
-from agent.doors.coalescer import ChunkCoalescer
 from agent.events import Emit, Event
-from agent.turn import GroupSink, SessionGone, TurnError
+from agent.turn import ChunkCoalescer, GroupSink, SessionGone, TurnError
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,9 @@ What a door may ask for, and what it gets back:
   own sockets,
   `GroupSink` sends a turn's shared events there, `listen_to_relayed` passes on what
   workers relayed through the database (returns the call that stops it), and
-  `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere.
+  `join_stream`/`leave_stream` ask for the text of a turn that is streaming elsewhere, and
+  `join_stream_here`/`leave_stream_here` take it from one streaming in this event loop;
+  `ChunkCoalescer` joins a stream's chunks into fewer frames for a socket.
 - Keep a client's conversation (the OpenAI door): `mark_conversation(owner_id=, digest=,
   session_id=)` says which session a conversation, by a digest of its messages the door
   makes, continues; `conversation_session` finds it again. `keep_response` and
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
         pending_requests,
         settle_approvals,
     )
+    from agent.turn.coalescer import ChunkCoalescer
     from agent.turn.consolidation import consolidate_session
     from agent.turn.conversations import (
         conversation_session,
@@ -123,7 +126,7 @@ if TYPE_CHECKING:
     )
     from agent.turn.groups import session_group, user_group
     from agent.turn.heartbeat import heartbeat_users, user_heartbeat
-    from agent.turn.live import join_stream, leave_stream
+    from agent.turn.live import join_stream, join_stream_here, leave_stream, leave_stream_here
     from agent.turn.locks import is_running_here
     from agent.turn.opening import SessionOpening, open_session
     from agent.turn.options import Continuation, TurnOptions
@@ -202,7 +205,8 @@ _PLACES = {
     ),
     "groups": ("session_group", "user_group"),
     "heartbeat": ("heartbeat_users", "user_heartbeat"),
-    "live": ("join_stream", "leave_stream"),
+    "coalescer": ("ChunkCoalescer",),
+    "live": ("join_stream", "join_stream_here", "leave_stream", "leave_stream_here"),
     "locks": ("is_running_here",),
     "opening": ("SessionOpening", "open_session"),
     "options": ("Continuation", "TurnOptions"),
@@ -249,6 +253,7 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "ApprovalClosed",
     "ApprovalNotFound",
+    "ChunkCoalescer",
     "Continuation",
     "GroupSink",
     "InvalidInput",
@@ -283,10 +288,12 @@ __all__ = [
     "is_command",
     "is_running_here",
     "join_stream",
+    "join_stream_here",
     "keep_response",
     "known_tool_names",
     "layer_is_local",
     "leave_stream",
+    "leave_stream_here",
     "listen_to_relayed",
     "load",
     "mark_conversation",

@@ -4,8 +4,10 @@ Every socket open on a session joins the session's group, named for the session'
 that a session deleted and made again under the same key is a different group. Turn events
 that other tabs should see (a turn starting and ending, tool cards, the final message) and
 messages that arrive from elsewhere (cron results, sub-agents) travel through the group.
-Streamed tokens never do: they go straight to the socket that asked, since the layer has a
-capacity and one frame per token would overflow it.
+Streamed tokens never do, since the layer has a capacity and one frame per token would
+overflow it: they go straight to the socket that asked, and joined into fewer messages to
+each of the session's other sockets, which join the turn's stream when they hear it start
+(`live`).
 
 A send that the layer refuses is tried again, in order, while the turn goes on. A worker's
 task runs on an event loop of its own that closes when the task returns, and with it every

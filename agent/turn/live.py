@@ -1,10 +1,14 @@
-"""The reply a turn is streaming, for sockets that open on its session while it streams.
+"""The reply a turn is streaming, for the session's other sockets.
 
-Stream chunks go only to the socket that started the turn (`fanout` says why). A socket
-that opens meanwhile, a second tab or the first one reconnecting, asks the process running
-the turn to join it (`join_stream`, through the run's group, which that process's watcher listens
-on). The turn then sends that socket the text so far as one `stream_start` and one
-`stream_chunk`, and from then on the rest of its stream, straight to the socket's channel.
+Stream chunks never travel the session's group (`fanout` says why). Another socket of the
+session, a tab already open that hears the turn start, one that opens meanwhile or the first
+one reconnecting, asks the process running the turn to join it (`join_stream`, through the
+run's group, which that process's watcher listens on). The turn then sends that socket the
+text so far as one `stream_start` and one `stream_chunk`, and from then on the rest of its
+stream, straight to the socket's channel. A socket of the turn's own event loop (one
+daphne process serves both tabs) joins it at once, with no request through the layer, and is
+sent the turn's frames as the socket that asked is: chunks joined on the same rule
+(`ChunkCoalescer`), with no layer between (`join_stream_here`).
 
 The text so far and everything after it are taken from one ordered record of the turn's
 events, in the turn's own event loop, so the chunks a joined socket sees join to the saved
@@ -16,13 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 from channels.layers import get_channel_layer
 
 from agent.events import Emit, Event, StreamChunk, StreamEnd, StreamStart
+from agent.turn.coalescer import ChunkCoalescer
 from agent.turn.fanout import SHARED_TYPES
 from agent.turn.groups import run_group
 
@@ -37,9 +44,13 @@ JOINED = "live.joined"
 # The handler of the frames a joined socket is sent (`fanout.HANDLER`).
 FRAME = "session.event"
 # Chunks for a joined socket leave at most this often, joined into one message: the
-# channel layer has a capacity per channel, and a fast model sends hundreds a second.
-WINDOW = 0.05
+# channel layer has a capacity per channel, and a fast model sends hundreds a second. A
+# chunk after a quiet spell leaves at once, so that a tab that joined sees a model writing at
+# a reading pace as soon as the tab that asked does (`ChunkCoalescer`'s rule).
+WINDOW = 0.02
 LAYER_TIMEOUT = 5.0
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 # The turns of this process that are streaming, by run.
 _turns: dict[UUID, LiveTurn] = {}
@@ -54,7 +65,8 @@ class LiveTurn:
         self.downstream = emit
         self.msg_id = ""
         self.parts: list[str] = []
-        self.viewers: dict[str, _Viewer] = {}
+        self.viewers: dict[str, _Viewer | _Here] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, event: Event) -> Awaitable[None]:
         """The turn's sink: records its stream for sockets that join, then passes every
@@ -72,9 +84,8 @@ class LiveTurn:
             return self._flush_then(event)
         if self.viewers:
             # Stream frames, and the ones only the asking socket gets (thinking notes).
-            frame = event.to_dict()
             for viewer in list(self.viewers.values()):
-                viewer.push(frame)
+                viewer.push(event)
         return self.downstream(event)
 
     async def _flush_then(self, event: Event) -> None:
@@ -83,20 +94,31 @@ class LiveTurn:
 
     def open(self) -> None:
         """The turn starts: sockets may join it from now on."""
+        self.loop = asyncio.get_running_loop()
         _turns[self.run_id] = self
 
-    def join(self, channel: str) -> None:
-        """Send `channel` the message so far, then the rest of the turn's stream."""
-        layer = get_channel_layer()
-        if layer is None or channel in self.viewers:
+    def join(self, channel: str, send: Send | None = None) -> None:
+        """Send `channel` the message so far, then the rest of the turn's stream: through
+        the channel layer, or to `send`, a socket's own, when it is of the turn's loop."""
+        if channel in self.viewers:
             return
-        viewer = self.viewers[channel] = _Viewer(layer, channel, self)
+        viewer: _Viewer | _Here
+        if send is not None:
+            viewer = _Here(send)
+        else:
+            layer = get_channel_layer()
+            if layer is None:
+                return
+            viewer = _Viewer(layer, channel, self)
+        self.viewers[channel] = viewer
         if self.msg_id:
-            viewer.push(StreamStart(msg_id=self.msg_id).to_dict())
-            viewer.push(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)).to_dict())
+            viewer.push(StreamStart(msg_id=self.msg_id))
+            viewer.push(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)))
 
     def leave(self, channel: str) -> None:
-        self.viewers.pop(channel, None)
+        viewer = self.viewers.pop(channel, None)
+        if isinstance(viewer, _Here):
+            viewer.stop()
 
     async def _flush(self) -> None:
         for viewer in list(self.viewers.values()):
@@ -121,9 +143,11 @@ class _Viewer:
         self.messages: list[dict[str, Any]] = [{"type": JOINED}]
         self.sending = asyncio.Lock()
         self.timer: asyncio.Task[None] | None = None
+        self.sent_at = -math.inf
         self._send_soon()
 
-    def push(self, frame: dict[str, Any]) -> None:
+    def push(self, event: Event) -> None:
+        frame = event.to_dict()
         last = self.messages[-1].get("frame") if self.messages else None
         if (
             last is not None
@@ -132,17 +156,18 @@ class _Viewer:
         ):
             last["content"] += frame["content"]
         else:
-            # A copy: the next chunks are joined onto it, and other viewers share `frame`.
-            self.messages.append({"type": FRAME, "frame": dict(frame)})
+            self.messages.append({"type": FRAME, "frame": frame})
         self._send_soon()
 
     def _send_soon(self) -> None:
         if self.timer is None:
-            self.timer = asyncio.create_task(self._flush_soon(), name="live-viewer")
+            wait = self.sent_at + WINDOW - asyncio.get_running_loop().time()
+            self.timer = asyncio.create_task(self._flush_soon(wait), name="live-viewer")
 
-    async def _flush_soon(self) -> None:
+    async def _flush_soon(self, wait: float) -> None:
         try:
-            await asyncio.sleep(WINDOW)
+            if wait > 0:
+                await asyncio.sleep(wait)
             await self.flush()
         finally:
             self.timer = None
@@ -152,6 +177,7 @@ class _Viewer:
     async def flush(self) -> None:
         async with self.sending:
             messages, self.messages = self.messages, []
+            self.sent_at = asyncio.get_running_loop().time()
             for message in messages:
                 try:
                     await asyncio.wait_for(self.layer.send(self.channel, message), LAYER_TIMEOUT)
@@ -163,6 +189,56 @@ class _Viewer:
                     logger.info("a socket that joined run %s left", self.turn.run_id, exc_info=True)
                     self.turn.viewers.pop(self.channel, None)
                     return
+
+
+class _Here:
+    """A socket of the turn's own event loop that joined: the turn's frames go to its `send`
+    in order, as they go to the socket that asked, chunks joined by the same rule."""
+
+    def __init__(self, send: Send) -> None:
+        self.events: deque[Event] = deque()
+        self.socket = ChunkCoalescer(send)
+        self.sending: asyncio.Task[None] | None = None
+
+    def push(self, event: Event) -> None:
+        self.events.append(event)
+        if self.sending is None or self.sending.done():
+            self.sending = asyncio.create_task(self._send(), name="live-here")
+
+    async def _send(self) -> None:
+        while self.events:
+            try:
+                await self.socket(self.events.popleft())
+            except Exception:  # the socket's own send drops what a closed tab cannot take
+                logger.debug("a tab that joined could not be sent a frame", exc_info=True)
+
+    async def flush(self) -> None:
+        if self.sending is not None:
+            await asyncio.wait([self.sending])
+        await self.socket.flush()
+
+    def stop(self) -> None:
+        if self.sending is not None:
+            self.sending.cancel()
+
+
+def join_stream_here(run_id: UUID, channel: str, send: Send) -> bool:
+    """Send a socket of this event loop, `channel`, whose frames go to `send`, the text so
+    far of `run_id`'s turn and the rest of its stream, if the turn streams in this loop;
+    whether it does (else `join_stream` asks the process that runs it)."""
+    turn = _turns.get(run_id)
+    try:
+        here = turn is not None and turn.loop is asyncio.get_running_loop()
+    except RuntimeError:
+        here = False
+    if turn is not None and here:
+        turn.join(channel, send)
+    return here
+
+
+def leave_stream_here(run_id: UUID, channel: str) -> None:
+    """A socket that joined `run_id`'s turn with `join_stream_here` closed."""
+    remove_viewer(run_id, channel)
 
 
 def add_viewer(run_id: UUID, channel: str) -> None:
