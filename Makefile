@@ -9,7 +9,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 # A local install's own secret key, read by agentsite/settings.py when DJANGO_SECRET_KEY is unset.
 SECRET_KEY_FILE := $(or $(AGENT_DATA_DIR),data)/secret_key
 
-.PHONY: install run test lint typecheck bench clean mcp-reference
+.PHONY: install run test lint typecheck bench clean mcp-reference docs docs-install docs-build
 
 install: $(VENV)/.installed $(SECRET_KEY_FILE)
 	@# The project's own bytecode, compiled ahead (only what changed): where Python never
@@ -45,10 +45,28 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: lint typecheck
+test: lint typecheck docs-build
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory mcp-reference; \
 	else echo "npm is missing: the reference MCP server's test will be skipped"; fi
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The manual (docs/, mkdocs.yml): its own dependency group, added beside the others (--inexact)
+# and again whenever the main sync has run since. `docs` serves it while it is edited;
+# `docs-build` fails on any warning: a broken link or anchor, a page left out of the nav.
+DOCS_PORT ?= 8002
+export NO_MKDOCS_2_WARNING := 1
+
+docs-install: $(VENV)/.installed-docs
+
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(VENV)/bin/uv sync --frozen --inexact --group docs --quiet
+	@touch $@
+
+docs: docs-install
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-build: docs-install
+	$(VENV)/bin/mkdocs build --strict --site-dir $(or $(DOCS_SITE_DIR),site)
 
 # Every benchmark at a modest size, then one table; BENCH_ARGS="--full" for their own sizes.
 bench: install

@@ -50,7 +50,8 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_VISION_MODELS",
         "list",
         [],
-        "model ids that take images, beyond those litellm's table says do",
+        "model ids that take images, beyond those litellm's table says do (a local server's "
+        "model is in no table: name it here when it can see)",
         "vision_models",
     ),
     Setting("AGENT_API_BASE", "str", "", "an OpenAI-compatible server's URL", "api_base"),
@@ -84,7 +85,7 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_CONTEXT_WINDOW",
         "int",
         0,
-        "the model's context window in tokens; 0 takes litellm's table",
+        "the model's context window in tokens; 0: the server's /v1/models or litellm's table",
         "context_window",
     ),
     Setting(
@@ -183,7 +184,8 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_USER_DAILY_BUDGET",
         "float",
         0.0,
-        "USD each user's runs may cost per UTC day; 0: no budget",
+        "USD each user's runs may cost per UTC day, past which every door refuses their turns "
+        "until 00:00 UTC (staff may set another per user); 0: no budget",
         "user_daily_budget",
     ),
     # Tools.
@@ -226,7 +228,8 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_RESTRICT_TO_WORKSPACE",
         "bool",
         True,
-        "file tools stay in the user's folder and exec runs in its sandbox",
+        "file tools stay in the user's folder and exec runs in its sandbox; false runs "
+        "commands on the host",
         "restrict_to_workspace",
     ),
     Setting("AGENT_EXEC_TIMEOUT", "int", 60, "seconds before exec kills a command", "exec_timeout"),
@@ -234,7 +237,8 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_EXEC_NETWORK",
         "bool",
         False,
-        "sandboxed commands may use the network",
+        "sandboxed commands may reach the internet (never this server, private networks or "
+        "cloud metadata); needs slirp4netns, without which exec refuses commands",
         "exec_network",
     ),
     Setting(
@@ -258,7 +262,7 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_MAX_UPLOAD_BYTES",
         "int",
         20 * 1024 * 1024,
-        "the largest file a user may upload into their folder",
+        "the largest file a user may upload into their folder; past it /api/uploads answers 413",
         "max_upload_bytes",
     ),
     Setting(
@@ -313,7 +317,8 @@ SETTINGS: tuple[Setting, ...] = (
         "AGENT_PROXY_COUNT",
         "int",
         0,
-        "reverse proxies in front that append to X-Forwarded-For",
+        "reverse proxies in front that append to X-Forwarded-For; unset behind them, all "
+        "visitors share the proxy's address for the sign-in throttle",
         "proxy_count",
     ),
 )
