@@ -46,6 +46,17 @@ class Earlier(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Version(Event):
+    """An earlier version of the conversation, which a client asked for: message `id`, which
+    an edit or a regeneration replaced, and the messages archived with it, oldest first, as
+    `history` gives them."""
+
+    type: ClassVar[str] = "version"
+    id: int
+    messages: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Archived(Event):
     """Message `id` (of run `run_id`) and every message after it left the conversation
     (kept on record, archived), because the user edited that message or regenerated its

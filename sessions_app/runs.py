@@ -42,10 +42,17 @@ Carried = Sequence[str]
 
 @transaction.atomic
 def start_new_run(
-    *, session: Session, channel: str, prompt: str, model: str, tools: RunTools = None
+    *,
+    session: Session,
+    channel: str,
+    prompt: str,
+    model: str,
+    tools: RunTools = None,
+    replaces: int | None = None,
 ) -> Run:
     """The run of a turn that starts now, never queued: running, its session's current turn
-    (`start_queued_run` starts one that was queued first). `tools`: see `Run.tools`."""
+    (`start_queued_run` starts one that was queued first). `tools`: see `Run.tools`;
+    `replaces`: the archived message of the user's that the turn says again (`Run.replaces`)."""
     title_from(session, prompt)
     now = timezone.now()
     run: Run = create_row(
@@ -55,6 +62,7 @@ def start_new_run(
         prompt=prompt,
         model=model,
         tools=tools,
+        replaces_id=replaces,
         status=Run.Status.RUNNING,
         started=now,
         last_alive=now,

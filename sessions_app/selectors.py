@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
-from sessions_app import usage
+from sessions_app import usage, versions
 from sessions_app.keys import USER_CHANNELS, is_user_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
 
@@ -170,7 +170,19 @@ def display_page(
             run = Run(usage=row.run_usage, cost=row.run_cost)
             message["run_usage"] = usage.run_usage(run)
     _add_tool_durations(shown)
+    versions.add_versions(session_id, shown)
     return DisplayPage(shown, has_more)
+
+
+def version_page(*, session_id: int, message_id: int) -> list[dict[str, Any]] | None:
+    """The earlier version of the conversation that starts at message `message_id` (one an
+    edit or a regeneration replaced), as a client shows messages; None if there is none."""
+    rows = versions.version_rows(session_id=session_id, message_id=message_id)
+    if rows is None:
+        return None
+    shown = [_shown(row) for row in rows]
+    _add_tool_durations(shown)
+    return shown
 
 
 def _shown(row: Any) -> dict[str, Any]:

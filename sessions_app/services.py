@@ -60,9 +60,14 @@ def title_from(session: Session, prompt: str) -> None:
     """Title `session` after `prompt`, the first one to say something, if it has no title:
     its words, after any markup a client put before them (Open WebUI's list of the
     message's files, `<attached_files>…</attached_files>`)."""
+    title = _title_of(prompt)
+    if not session.title and title:
+        _update_session(session, title=title)
+
+
+def _title_of(prompt: str) -> str:
     words = _LEADING_MARKUP.sub("", prompt)
-    if not session.title and words.strip():
-        _update_session(session, title=" ".join(words.split())[:TITLE_LENGTH])
+    return " ".join(words.split())[:TITLE_LENGTH]
 
 
 def create_row(session: Session, table: type[Run] | type[Message], **fields: Any) -> Any:
@@ -210,10 +215,19 @@ def archive_from(*, session: Session, message_id: int) -> int:
     message is not in the live conversation (any more)."""
     _lock_session(session)
     live = session.messages.filter(archived=False)
-    if not live.filter(pk=message_id).exists():
+    first = live.filter(pk=message_id).values_list("role", "content").first()
+    if first is None:
         return 0
     count = live.filter(pk__gte=message_id).update(archived=True)
-    _update_session(session)
+    # The chat was named after the message that now goes: the edited one names it again
+    # (`title_from`), unless the user named the chat themselves.
+    role, content = first
+    opening = not live.filter(pk__lt=message_id, role=Message.Role.USER).exists()
+    title = Session.objects.filter(pk=session.pk).values_list("title", flat=True).first()
+    if role == Message.Role.USER and opening and title == _title_of(content or ""):
+        _update_session(session, title="")
+    else:
+        _update_session(session)
     return count
 
 

@@ -91,6 +91,8 @@ def test_regenerate_and_edit_in_two_tabs(
     other.screenshot(path=str(ARTIFACTS / "edit.png"))
     llm.reply("A better first answer.")
     editor.press("Enter")
+    # It drops the later messages: said first, sent on a yes.
+    other.locator(".edit-warning .edit-confirm").click()
     edited = [["user", "first question, put better"], ["assistant", "A better first answer."]]
     for tab in (other, page):
         shows(tab, edited)
@@ -149,6 +151,7 @@ def test_a_refused_edit_keeps_the_editor_open(
     # A command is not something a message can be edited into.
     editor.fill("/new")
     editor.press("Enter")
+    page.locator(".edit-warning .edit-confirm").click()
     expect(page.locator(".notice")).to_contain_text("cannot be a command")
     expect(editor).to_be_enabled()
     expect(editor).to_have_value("/new")

@@ -48,6 +48,7 @@ from agent.events import (
     ErrorEvent,
     History,
     ModelChosen,
+    Version,
 )
 from agent.turn import (
     MAX_MESSAGE_CHARS,
@@ -72,6 +73,7 @@ from agent.turn import (
     session_group,
     take_turn_slot,
     validate_content,
+    version_page,
 )
 
 logger = logging.getLogger(__name__)
@@ -280,6 +282,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         frame = Earlier(before=request.before, messages=page.messages, has_more=page.has_more)
         await self._send_frame(frame.to_dict())
 
+    async def _version(self, request: chat_frames.VersionRequest) -> None:
+        """Send the earlier version of the conversation at `request.message_id`."""
+        session_id = self.session_id
+        assert session_id is not None  # `receive` checked it
+        messages = await version_page(session_id=session_id, message_id=request.message_id)
+        if messages is None:
+            await self._error("there is no earlier version of this chat at that message")
+            return
+        await self._send_frame(Version(id=request.message_id, messages=messages).to_dict())
+
     async def _rerun(self, request: chat_frames.RerunRequest) -> None:
         """Run the conversation again from a message of the user's, counted as any turn is
         (`rerun_turn` refuses it while a turn of the chat runs or waits)."""
@@ -416,4 +428,5 @@ _HANDLERS: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "earlier": (chat_frames.read_earlier, "_earlier"),
     "regenerate": (chat_frames.read_regenerate, "_rerun"),
     "edit": (chat_frames.read_edit, "_rerun"),
+    "version": (chat_frames.read_version, "_version"),
 }

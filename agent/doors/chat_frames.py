@@ -1,8 +1,8 @@
 """The chat socket's client frames beyond a message, a stop and a model, read and checked:
 an answer to a tool call that waits for a person (`approve`), a request for older messages
-(`earlier`), and running the conversation again from one of the user's messages
-(`regenerate`, `edit`). Each reader gives what the frame asks for, or raises `BadFrame` with
-the frame's shape."""
+(`earlier`) or for an earlier version of the conversation (`version`), and running the
+conversation again from one of the user's messages (`regenerate`, `edit`). Each reader
+gives what the frame asks for, or raises `BadFrame` with the frame's shape."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ EDIT_FRAME = (
     '{"type": "edit", "id": <message id> (or "run_id": "<run id>"), "content": "<new text>"}'
 )
 REGENERATE_FRAME = '{"type": "regenerate"}'
+VERSION_FRAME = '{"type": "version", "id": <message id>}'
 # What the socket takes, for a frame of a type it does not know.
 KNOWN_FRAMES = (
     'send {"type": "message", "content": "…"}, {"type": "stop"}, '
     '{"type": "approve", "id": "…", "allow": true|false}, '
-    f"{REGENERATE_FRAME}, {EDIT_FRAME} or {EARLIER_FRAME}"
+    f"{REGENERATE_FRAME}, {EDIT_FRAME}, {EARLIER_FRAME} or {VERSION_FRAME}"
 )
 # The longest tool call id a client may answer for (`Approval.call_id`).
 MAX_CALL_ID_CHARS = 128
@@ -80,6 +81,21 @@ def read_earlier(frame: dict[str, Any]) -> EarlierRequest:
     if before is None or (to is not None and back_to is None):
         raise BadFrame(f"ask for older messages with {EARLIER_FRAME}")
     return EarlierRequest(before=before, back_to=back_to)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRequest:
+    """The earlier version of the conversation at message `message_id`, which an edit or a
+    regeneration replaced."""
+
+    message_id: int
+
+
+def read_version(frame: dict[str, Any]) -> VersionRequest:
+    message_id = _message_id(frame.get("id"))
+    if message_id is None:
+        raise BadFrame(f"ask for an earlier version with {VERSION_FRAME}")
+    return VersionRequest(message_id=message_id)
 
 
 def read_regenerate(frame: dict[str, Any]) -> RerunRequest:

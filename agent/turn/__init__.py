@@ -41,6 +41,7 @@ What a door may ask for, and what it gets back:
   what its waiting turns ask and the model in use); `get_or_create_session`,
   `messages_for_display` and
   `history_page` (a page of it, the latest or an older one, with whether there is more),
+  `version_page` (an earlier version of it, which an edit or a regeneration replaced),
   `has_running_turn`, `unfinished_run` and `get_run` read it (async); `choose_session_model`
   stores the model its owner picked (as `/model NAME` does, refused if not allowed) and
   `model_in_use` names the one its next turn talks to; `is_running_here` says whether this
@@ -164,6 +165,7 @@ if TYPE_CHECKING:
         history_page,
         messages_for_display,
         unfinished_run,
+        version_page,
     )
     from agent.turn.subagent_runs import announce_subagent, run_spawned_subagent
     from agent.turn.toolbox import (
@@ -233,6 +235,7 @@ _PLACES = {
         "history_page",
         "messages_for_display",
         "unfinished_run",
+        "version_page",
     ),
     "subagent_runs": ("announce_subagent", "run_spawned_subagent"),
     "toolbox": (
@@ -326,6 +329,7 @@ __all__ = [
     "user_group",
     "user_heartbeat",
     "validate_content",
+    "version_page",
     "watched_runs",
     "write_through_database",
 ]

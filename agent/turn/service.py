@@ -224,6 +224,7 @@ async def _run(
                     prompt=content,
                     model=model_id,
                     tools=options.recorded_tools(),
+                    replaces=None if rerun_from is None else rerun_from.message_id,
                 )
             else:
                 started = await store.start_queued_run(run_id=queued.pk, model=model_id)

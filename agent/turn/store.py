@@ -107,6 +107,14 @@ def history_page(
     return selectors.DisplayPage(display.shown(page.messages), page.has_more)
 
 
+@on_db
+def version_page(*, session_id: int, message_id: int) -> list[dict[str, Any]] | None:
+    """An earlier version of the conversation (`selectors.version_page`), as its chat shows
+    messages (`display.shown`); None if there is none at that message."""
+    shown = selectors.version_page(session_id=session_id, message_id=message_id)
+    return None if shown is None else display.shown(shown)
+
+
 rerun_start = on_db(selectors.rerun_start)
 archive_from = on_db(services.archive_from)
 relayed_after = on_db(selectors.relayed_after)

@@ -59,6 +59,16 @@ class Run(models.Model):
     parent_run = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="subagents"
     )
+    # The user's message (now archived) this run's turn says again, edited or as it was:
+    # the earlier version of the conversation from that message on (`sessions_app.versions`).
+    replaces = models.ForeignKey(
+        "sessions_app.Message",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
     # The job a cron run ran for.
     cron_job = models.ForeignKey(
         "cron_app.CronJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"

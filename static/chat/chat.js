@@ -14,6 +14,7 @@ import { ModelPicker } from "./models.js";
 import { Approvals } from "./approvals.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
+import { Versions } from "./versions.js";
 import { ChatSearch } from "./search.js";
 import { ConnectionBadge, Notices } from "./status.js";
 
@@ -166,6 +167,8 @@ const rewind = new Rewind(
   },
 );
 
+const versions = new Versions({ messages: $("messages"), scroller: $("scroller") }, { conv, send: (frame) => socket.send(frame), notice });
+
 new ChatSearch(
   { input: $("search"), results: $("search-results"), list: $("search-list"), empty: $("search-empty"), sessions: $("session-nav") },
   {
@@ -193,7 +196,11 @@ const frames = new Frames({
   },
   notice,
   refreshSoon: () => scheduleSidebarRefresh(),
-  onArchived: (f) => rewind.onArchived(f),
+  onArchived: (f) => {
+    versions.onArchived(f);
+    rewind.onArchived(f);
+  },
+  onVersion: (f) => versions.onVersion(f),
   onEarlier: (f) => pages.onEarlier(f),
 });
 
@@ -334,6 +341,7 @@ function switchChat(chat, { push = true, at = null } = {}) {
   approvals.clear();
   pages.reset();
   rewind.closeEditor();
+  versions.reset();
   if (at) pages.seek(at);
   dom.fatal.hidden = true;
   composer.unlock();

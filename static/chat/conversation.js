@@ -307,6 +307,7 @@ export class Conversation {
       const node = this.addUser(contentText(m.content));
       node.dataset.id = m.id ?? "";
       if (m.run_id) node.dataset.runId = m.run_id;
+      if (m.versions) node.dataset.versions = JSON.stringify(m.versions); // versions.js
     } else if (role === "assistant") {
       if (m.reasoning_content && contentText(m.reasoning_content).trim()) {
         this.addThinking(contentText(m.reasoning_content));

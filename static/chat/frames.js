@@ -10,7 +10,8 @@ export class Frames {
    * page: {conv, composer, approvals, setRunning(running, runId), onHistory(frame),
    *        onModel(id) (the chat's model changed), onError(frame), notice(message),
    *        refreshSoon() (the chat list may have changed), onArchived(frame) (messages left
-   *        the conversation), onEarlier(frame) (older messages came)}
+   *        the conversation), onEarlier(frame) (older messages came), onVersion(frame) (an
+   *        earlier version of the conversation came)}
    */
   constructor(page) {
     this.page = page;
@@ -71,6 +72,9 @@ export class Frames {
         break;
       case "earlier":
         this.page.onEarlier(f);
+        break;
+      case "version":
+        this.page.onVersion(f);
         break;
       case "subagent_spawned":
         conv.addSystem(`Sub-agent ${label(f)} started.`, "subagent");

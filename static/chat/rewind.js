@@ -2,7 +2,8 @@
 // Edit button that opens an editor in its place, each reply a Regenerate button (shown on the
 // last one only, by CSS); neither shows while a turn runs. The server archives the message
 // (and all after it) and says so with an `archived` frame, which every tab of the chat gets:
-// the bubbles go, and the new turn's frames follow.
+// the bubbles go, and the new turn's frames follow. An edit that drops later messages says
+// so first and waits for a yes: they stay reachable as an earlier version (versions.js).
 
 import { el, icon } from "./util.js";
 
@@ -14,7 +15,7 @@ export class Rewind {
   constructor(dom, options) {
     this.dom = dom;
     this.o = options;
-    this.editing = null; // {node, editor, input, send, waiting}
+    this.editing = null; // {node, editor, input, send, waiting, warning}
     new MutationObserver((changes) => this.onChanges(changes)).observe(dom.messages, { childList: true });
   }
 
@@ -76,7 +77,7 @@ export class Rewind {
     const cancel = el("button", { type: "button", class: "btn edit-cancel", text: "Cancel" });
     const send = el("button", { type: "submit", class: "btn btn-primary edit-send", text: "Send" });
     const editor = el("form", { class: "msg-editor" }, input, el("div", { class: "edit-buttons" }, cancel, send));
-    this.editing = { node, editor, input, send, waiting: false };
+    this.editing = { node, editor, input, send, waiting: false, warning: null };
     editor.addEventListener("submit", (event) => {
       event.preventDefault();
       this.submit();
@@ -102,6 +103,16 @@ export class Rewind {
     if (!editing || editing.waiting) return;
     const content = editing.input.value;
     if (!content.trim()) return;
+    if (editing.warning) {
+      // Asked already: the answer is one of its buttons, not another Enter.
+      editing.warning.querySelector(".edit-confirm").focus();
+      return;
+    }
+    const later = laterMessages(editing.node);
+    if (later && !editing.confirmed) {
+      this.warn(editing, later);
+      return;
+    }
     const { id, runId } = editing.node.dataset;
     const frame = { type: "edit", content };
     if (Number(id) > 0) frame.id = Number(id);
@@ -118,6 +129,44 @@ export class Rewind {
     editing.waiting = true;
     editing.input.disabled = true;
     editing.send.disabled = true;
+  }
+
+  /** Say what the edit drops, and wait for a yes (send) or a no (keep editing). */
+  warn(editing, later) {
+    const text = later === 1 ? "Editing this message drops the later message" : `Editing this message drops the ${later} later messages`;
+    const keep = el("button", { type: "button", class: "btn edit-keep", text: "Keep editing" });
+    const confirm = el("button", { type: "button", class: "btn btn-primary edit-confirm", text: "Send anyway" });
+    const warning = el(
+      "div",
+      { class: "edit-warning", role: "alert" },
+      el("p", { text: `${text}; earlier versions stay reachable with ‹ ›.` }),
+      el("div", { class: "edit-buttons" }, keep, confirm),
+    );
+    const done = () => {
+      warning.remove();
+      editing.warning = null;
+      editing.send.hidden = false;
+    };
+    keep.addEventListener("click", () => {
+      done();
+      editing.input.focus();
+    });
+    confirm.addEventListener("click", () => {
+      done();
+      editing.confirmed = true;
+      this.submit();
+    });
+    warning.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        done();
+        editing.input.focus();
+      }
+    });
+    editing.warning = warning;
+    editing.send.hidden = true;
+    editing.editor.append(warning);
+    confirm.focus();
   }
 
   closeEditor() {
@@ -158,4 +207,13 @@ export class Rewind {
     this.o.conv.updateEmpty();
     this.markLast();
   }
+}
+
+/** How many bubbles of the conversation come after `node` (an edit of it drops them). */
+function laterMessages(node) {
+  let count = 0;
+  for (let at = node.nextElementSibling; at; at = at.nextElementSibling) {
+    if (at.classList.contains("msg")) count++;
+  }
+  return count;
 }
