@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -94,8 +95,11 @@ class ScriptedLLM:
         tool_loop: int = 0,
         tool_loop_delay: float = 0.0,
         tool_loop_stamps: int = 0,
+        model_id: str = MODEL_ID,
     ) -> None:
         self.context_window = context_window
+        # What /models lists: another id lets it stand in for a server such as Ollama.
+        self.model_id = model_id
         # Reported by /models as the model's output limit, when set.
         self.output_limit: int | None = None
         self.default = default
@@ -271,7 +275,7 @@ class ScriptedLLM:
                         "object": "list",
                         "data": [
                             {
-                                "id": MODEL_ID,
+                                "id": llm.model_id,
                                 "object": "model",
                                 "owned_by": "tests",
                                 "max_model_len": llm.context_window,
@@ -459,11 +463,15 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return tokens
 
 
+# The line the agent puts before the user's words (agent.context): an echo says only the words.
+_STAMPED = re.compile(r"\A\[Current time: [^\]]*\]\n\n")
+
+
 def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
             content = message.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
+            return _STAMPED.sub("", content) if isinstance(content, str) else json.dumps(content)
     return ""
 
 
@@ -482,6 +490,11 @@ def _usage(step: Step, body: dict[str, Any]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument(
+        "--model",
+        default=MODEL_ID,
+        help="the model id /v1/models lists (e.g. llama3.1:latest, to stand in for Ollama)",
+    )
     parser.add_argument(
         "--script",
         help="JSON file: a list of steps such as "
@@ -514,6 +527,7 @@ def main() -> None:
         tool_loop=args.tool_loop,
         tool_loop_delay=args.delay,
         tool_loop_stamps=args.stamps if args.tool_loop else 0,
+        model_id=args.model,
     )
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
