@@ -12,6 +12,7 @@ import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
 import { ModelPicker } from "./models.js";
 import { Approvals } from "./approvals.js";
+import { AlwaysBadges } from "./always.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
 import { ChatSearch } from "./search.js";
@@ -46,6 +47,7 @@ const state = {
   chat: "",
   model: "",
   refreshTimer: 0,
+  running: false, // a turn of the chat is being written (not one that waits for an answer)
   outbox: [], // messages written while the socket was (re)connecting; sent on `history`
   outboxNotice: null,
 };
@@ -117,7 +119,7 @@ const composer = new Composer(
     sendLabel: $("send-label"),
     hint: $("composer-hint"),
   },
-  { onSubmit: submitMessage, onStop: stopTurn },
+  { onSubmit: submitMessage, onStop: stopTurn, escapeStops: () => state.running },
 );
 
 new Attach(
@@ -146,7 +148,10 @@ const approvals = new Approvals({
   conv,
   send: (frame) => socket.send(frame),
   notice: (message) => notice(message),
+  onChange: () => updateButton(),
 });
+
+const always = new AlwaysBadges($("always-list"), { send: (frame) => socket.send(frame), notice });
 
 const pages = new HistoryPages(
   { scroller: $("scroller"), messages: $("messages"), button: $("earlier") },
@@ -195,6 +200,7 @@ const frames = new Frames({
   refreshSoon: () => scheduleSidebarRefresh(),
   onArchived: (f) => rewind.onArchived(f),
   onEarlier: (f) => pages.onEarlier(f),
+  onAllowedTools: (tools) => always.set(tools),
 });
 
 // ---- helpers ------------------------------------------------------------
@@ -246,8 +252,14 @@ function onApiError(error) {
 // ---- running, and a chat that is gone ------------------------------------
 
 function setRunning(running, runId) {
+  state.running = running;
   conv.setRunning(running, runId);
-  composer.setRunning(running);
+  updateButton();
+}
+
+// Stop, too, while a call waits for an answer: it declines the call and ends the turn.
+function updateButton() {
+  composer.setRunning(state.running || approvals.waiting > 0);
 }
 
 function setFatal(message) {
@@ -266,6 +278,7 @@ function onHistory(f) {
   picker.forget(); // a pick sent on an earlier connection was taken or not: history says
   if (f.model) state.model = f.model;
   approvals.clear();
+  always.set(f.allowed_tools);
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
   pages.onHistory(f);
@@ -275,7 +288,9 @@ function onHistory(f) {
 
 // ---- sending ------------------------------------------------------------
 
-function submitMessage() {
+async function submitMessage() {
+  if (!composer.value.trim() || socket.fatal) return;
+  if (!(await approvals.confirmSend())) return;
   const text = composer.value;
   if (!text.trim() || socket.fatal) return;
   if (socket.send({ type: "message", content: text })) {
@@ -332,6 +347,7 @@ function switchChat(chat, { push = true, at = null } = {}) {
   state.model = "";
   frames.reset();
   approvals.clear();
+  always.set([]);
   pages.reset();
   rewind.closeEditor();
   if (at) pages.seek(at);

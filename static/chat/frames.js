@@ -10,7 +10,8 @@ export class Frames {
    * page: {conv, composer, approvals, setRunning(running, runId), onHistory(frame),
    *        onModel(id) (the chat's model changed), onError(frame), notice(message),
    *        refreshSoon() (the chat list may have changed), onArchived(frame) (messages left
-   *        the conversation), onEarlier(frame) (older messages came)}
+   *        the conversation), onEarlier(frame) (older messages came),
+   *        onAllowedTools(tools) (the tools answered "always" in the chat changed)}
    */
   constructor(page) {
     this.page = page;
@@ -83,6 +84,9 @@ export class Frames {
         break;
       case "approval_resolved":
         this.page.approvals.resolved(f);
+        break;
+      case "allowed_tools":
+        this.page.onAllowedTools(f.tools);
         break;
       case "cron_executed":
         conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");
