@@ -34,14 +34,14 @@ def tool_messages(llm: ScriptedLLM) -> list[str]:
     return [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
 
 
-def ask_to_write(page: Any, llm: ScriptedLLM, name: str) -> Any:
+def ask_to_write(tab: Any, llm: ScriptedLLM, name: str) -> Any:
     """Send a message whose answer calls write_file, and wait for its card."""
     from playwright.sync_api import expect
 
     llm.tool_call("write_file", {"path": name, "content": name})
-    page.fill("#composer", f"write {name}")
-    page.press("#composer", "Enter")
-    card = page.locator(".approval-card[data-tool-name=write_file]")
+    tab.fill("#composer", f"write {name}")
+    tab.press("#composer", "Enter")
+    card = tab.locator(".approval-card[data-tool-name=write_file]")
     expect(card).to_have_count(1)
     expect(card).to_contain_text(name)
     return card
@@ -206,7 +206,7 @@ def test_send_needs_something_to_send_and_escape_stops_a_reply(
     llm.reply(LONG, chunks=40, chunk_delay=0.15)
     page.fill("#composer", "tell me a long story")
     send.click()
-    reply = page.locator(".msg.assistant").last
+    reply = page.locator(".msg.assistant", has_text="word0 word1")
     expect(reply).to_contain_text("word20")
     expect(send).to_have_attribute("data-state", "stop")
     page.locator("#scroller").click()  # focus in the page, not in the box
@@ -214,4 +214,5 @@ def test_send_needs_something_to_send_and_escape_stops_a_reply(
     expect(reply).to_have_attribute("data-stopped", "true")
     expect(send).to_have_attribute("data-state", "send")
     expect(send).to_be_disabled()
+    expect(page.locator(".msg.assistant", has_text="Stopped 1 task.")).to_have_count(1)
     assert "word239" not in reply.inner_text()

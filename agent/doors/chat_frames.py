@@ -84,7 +84,7 @@ def read_approve(frame: dict[str, Any]) -> ApproveRequest:
 def read_forget_always(frame: dict[str, Any]) -> ForgetAlwaysRequest:
     tool = frame.get("tool")
     if not isinstance(tool, str) or not 0 < len(tool) <= MAX_TOOL_NAME_CHARS:
-        raise BadFrame(f"take back an \"always\" with {FORGET_ALWAYS_FRAME}")
+        raise BadFrame(f'take back an "always" with {FORGET_ALWAYS_FRAME}')
     return ForgetAlwaysRequest(tool=tool)
 
 

@@ -148,7 +148,8 @@ const approvals = new Approvals({
   conv,
   send: (frame) => socket.send(frame),
   notice: (message) => notice(message),
-  onChange: () => updateButton(),
+  // Stop, too, while a call waits for an answer: it declines the call and ends the turn.
+  onChange: () => composer.setRunning(state.running || approvals.waiting > 0),
 });
 
 const always = new AlwaysBadges($("always-list"), { send: (frame) => socket.send(frame), notice });
@@ -254,12 +255,7 @@ function onApiError(error) {
 function setRunning(running, runId) {
   state.running = running;
   conv.setRunning(running, runId);
-  updateButton();
-}
-
-// Stop, too, while a call waits for an answer: it declines the call and ends the turn.
-function updateButton() {
-  composer.setRunning(state.running || approvals.waiting > 0);
+  composer.setRunning(running || approvals.waiting > 0);
 }
 
 function setFatal(message) {
@@ -289,10 +285,9 @@ function onHistory(f) {
 // ---- sending ------------------------------------------------------------
 
 async function submitMessage() {
-  if (!composer.value.trim() || socket.fatal) return;
-  if (!(await approvals.confirmSend())) return;
+  // (the question is a modal dialog: the text cannot change while it is asked)
+  if (!composer.value.trim() || socket.fatal || !(await approvals.confirmSend())) return;
   const text = composer.value;
-  if (!text.trim() || socket.fatal) return;
   if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
   } else {
