@@ -10,6 +10,9 @@ import { ask } from "./confirm.js";
 
 // How long a card's buttons stay disabled after a click with no answer from the server.
 const RETRY_AFTER_MS = 5000;
+// Commands that go without asking: they leave a waiting call alone (/help, /model), or
+// say plainly that they end it (/stop). The server's rule for a command: its first word.
+const LEAVES_WAITING = new Set(["/help", "/model", "/stop"]);
 
 export class Approvals {
   /**
@@ -27,11 +30,11 @@ export class Approvals {
   }
 
   /**
-   * Whether a message may go now: a new message ends the turn that waits, its calls
+   * Whether `text` may go now: a new message ends the turn that waits, its calls
    * declined, so with a card waiting the person is asked first. Resolves true or false.
    */
-  async confirmSend() {
-    if (!this.cards.size) return true;
+  async confirmSend(text) {
+    if (!this.cards.size || LEAVES_WAITING.has(text.trim().split(" ")[0].toLowerCase())) return true;
     const one = this.cards.size === 1;
     return ask({
       message: one

@@ -286,7 +286,7 @@ function onHistory(f) {
 
 async function submitMessage() {
   // (the question is a modal dialog: the text cannot change while it is asked)
-  if (!composer.value.trim() || socket.fatal || !(await approvals.confirmSend())) return;
+  if (!composer.value.trim() || socket.fatal || !(await approvals.confirmSend(composer.value))) return;
   const text = composer.value;
   if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
