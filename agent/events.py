@@ -145,6 +145,15 @@ class ApprovalResolved(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class AllowedTools(Event):
+    """The tools answered "always" in the session changed (a call was answered so, or the
+    user took one back): every tab shows the list, which no longer waits for a yes."""
+
+    type: ClassVar[str] = "allowed_tools"
+    tools: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class ThinkingFinished(Event):
     type: ClassVar[str] = "thinking_finished"
     run_id: str

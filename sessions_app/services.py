@@ -201,6 +201,26 @@ def set_session_tools(
 
 
 @transaction.atomic
+def forget_allowed_tool(*, session_id: int, name: str) -> list[str] | None:
+    """Take `name` off the tools answered "always" in the session, so that its calls wait
+    for a person again from the next turn on; the tools still allowed, or None when the
+    session is gone. Under the row's lock, as an "always" adds to the list."""
+    session = Session.objects.select_for_update().filter(pk=session_id).first()
+    if session is None:
+        return None
+    if name in session.allowed_tools:
+        session.allowed_tools = [tool for tool in session.allowed_tools if tool != name]
+        session.save(update_fields=["allowed_tools"])
+    return list(session.allowed_tools)
+
+
+def allowed_tools(*, session_id: int) -> list[str]:
+    """The tools answered "always" in the session (none when it is gone)."""
+    found = Session.objects.filter(pk=session_id).values_list("allowed_tools", flat=True)
+    return list(found.first() or [])
+
+
+@transaction.atomic
 def archive_messages(*, session: Session) -> int:
     """Take every message out of the conversation, keeping it on record."""
     count = session.messages.filter(archived=False).update(archived=True)

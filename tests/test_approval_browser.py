@@ -38,7 +38,8 @@ def test_allow_on_the_card_runs_the_call_and_the_card_goes_in_every_tab(
     expect(card).to_have_count(1)
     expect(card).to_contain_text("ok.txt")
     expect(card.locator(".approval-args")).to_contain_text('"content": "approved"')
-    expect(page.locator("#send[data-state=send]")).to_be_visible()
+    # The turn waits for the answer: the composer's button stops it.
+    expect(page.locator("#send[data-state=stop]")).to_be_visible()
     assert not (workspace / "users" / LOGIN[0] / "ok.txt").exists()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "approval.png"))

@@ -59,6 +59,7 @@ from agent.turn import (
     answer_approval,
     budget_refusal,
     choose_session_model,
+    forget_always,
     get_or_create_session,
     history_page,
     is_command,
@@ -140,6 +141,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         page, running, unfinished = opening.page, opening.running, opening.unfinished
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
         frame["model"] = opening.model
+        frame["allowed_tools"] = opening.allowed_tools
         await self.send_json(frame)
         for request in opening.requests:
             await self.send_json(request.to_dict())
@@ -271,6 +273,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if answer.ready:
             run_id = answer.run_id
             self.turns.launch(lambda emit: resume_turn(run_id, emit=emit))
+
+    async def _forget_always(self, request: chat_frames.ForgetAlwaysRequest) -> None:
+        """Take back the chat's "always" for a tool: every tab hears the tools still
+        allowed (`allowed_tools`), this one too, even when the tool was not among them."""
+        session_id = self.session_id
+        assert session_id is not None  # `receive` checked it
+        try:
+            await forget_always(session_id=session_id, tool=request.tool)
+        except SessionGone as exc:
+            await self._error(str(exc))
+            await self._close_deleted()
 
     async def _earlier(self, request: chat_frames.EarlierRequest) -> None:
         """Send the messages right before `request.before` (and back to `request.back_to`)."""
@@ -425,6 +438,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 # what it read.
 _HANDLERS: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "approve": (chat_frames.read_approve, "_approve"),
+    "forget_always": (chat_frames.read_forget_always, "_forget_always"),
     "earlier": (chat_frames.read_earlier, "_earlier"),
     "regenerate": (chat_frames.read_regenerate, "_rerun"),
     "edit": (chat_frames.read_edit, "_rerun"),

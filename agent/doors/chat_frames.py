@@ -1,7 +1,8 @@
 """The chat socket's client frames beyond a message, a stop and a model, read and checked:
-an answer to a tool call that waits for a person (`approve`), a request for older messages
-(`earlier`) or for an earlier version of the conversation (`version`), and running the
-conversation again from one of the user's messages (`regenerate`, `edit`). Each reader
+an answer to a tool call that waits for a person (`approve`), taking back an "always"
+answer of the chat (`forget_always`), a request for older messages (`earlier`) or for an
+earlier version of the conversation (`version`), and running the conversation again from
+one of the user's messages (`regenerate`, `edit`). Each reader
 gives what the frame asks for, or raises `BadFrame` with the frame's shape."""
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ EDIT_FRAME = (
 )
 REGENERATE_FRAME = '{"type": "regenerate"}'
 VERSION_FRAME = '{"type": "version", "id": <message id>}'
+FORGET_ALWAYS_FRAME = '{"type": "forget_always", "tool": "<tool name>"}'
 # What the socket takes, for a frame of a type it does not know.
 KNOWN_FRAMES = (
     'send {"type": "message", "content": "…"}, {"type": "stop"}, '
     '{"type": "approve", "id": "…", "allow": true|false}, '
-    f"{REGENERATE_FRAME}, {EDIT_FRAME}, {EARLIER_FRAME} or {VERSION_FRAME}"
+    f"{REGENERATE_FRAME}, {EDIT_FRAME}, {EARLIER_FRAME}, {VERSION_FRAME} or "
+    f"{FORGET_ALWAYS_FRAME}"
 )
 # The longest tool call id a client may answer for (`Approval.call_id`).
 MAX_CALL_ID_CHARS = 128
+# Longer than any tool's name (`Approval.name`) or glob a session's list holds.
+MAX_TOOL_NAME_CHARS = 200
 _LARGEST_ID = 2**63 - 1
 
 
@@ -37,6 +42,11 @@ class ApproveRequest:
     call_id: str
     allow: bool
     always: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetAlwaysRequest:
+    tool: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,13 @@ def read_approve(frame: dict[str, Any]) -> ApproveRequest:
     ):
         raise BadFrame(f"an answer to a tool call is {APPROVE_FRAME}")
     return ApproveRequest(call_id=call_id, allow=allow, always=always)
+
+
+def read_forget_always(frame: dict[str, Any]) -> ForgetAlwaysRequest:
+    tool = frame.get("tool")
+    if not isinstance(tool, str) or not 0 < len(tool) <= MAX_TOOL_NAME_CHARS:
+        raise BadFrame(f'take back an "always" with {FORGET_ALWAYS_FRAME}')
+    return ForgetAlwaysRequest(tool=tool)
 
 
 def read_earlier(frame: dict[str, Any]) -> EarlierRequest:

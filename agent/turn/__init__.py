@@ -35,7 +35,8 @@ What a door may ask for, and what it gets back:
   the turn may go on; `resume_turn(run_id, emit=)` goes on with it, and `resume_task` does
   so for the API and the worker; `approve_task` does both for a task. `pending_requests`
   lists what a session's waiting turns ask; `settle_approvals` (the sweep's) lets calls
-  past their time count as declined and returns the runs to resume.
+  past their time count as declined and returns the runs to resume. `forget_always` takes
+  back a session's "always" for a tool (its calls wait again from the next turn on).
 - Show a session (the socket): `open_session(session)` reads what a chat shows as it opens
   (a `SessionOpening`: its latest page, whether a turn runs, the run still marked running,
   what its waiting turns ask and the model in use); `get_or_create_session`,
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
         ApprovalClosed,
         ApprovalNotFound,
         answer_approval,
+        forget_always,
         pending_requests,
         settle_approvals,
     )
@@ -185,6 +187,7 @@ _PLACES = {
         "ApprovalClosed",
         "ApprovalNotFound",
         "answer_approval",
+        "forget_always",
         "pending_requests",
         "settle_approvals",
     ),
@@ -282,6 +285,7 @@ __all__ = [
     "credential_digest",
     "delivering",
     "execute_task",
+    "forget_always",
     "get_or_create_session",
     "get_run",
     "has_running_turn",

@@ -3,9 +3,10 @@ waiting turns.
 
 Which tools wait (`gate_for`): `AGENT_APPROVE_TOOLS`, and what the turn's owner, its
 session and the skills its prompt offers add, and what its run carries from the turn that
-started it (`carried_approvals`); less the tools its session answered "always". A turn that
-nobody can be asked in (a cron job's, the heartbeat's, a sub-agent's, an OpenAI client's)
-gets a refusal for such a call at once instead of waiting.
+started it (`carried_approvals`); less the tools its session answered "always" (which its
+user may take back, `forget_always`). A turn that nobody can be asked in (a cron job's, the
+heartbeat's, a sub-agent's, an OpenAI client's) gets a refusal for such a call at once
+instead of waiting.
 
 What a turn starts carries what waited in it beyond what every turn of its owner gets
 anyway: a sub-agent's run and the turn that announces how it ended (`Run.approve_tools`),
@@ -32,13 +33,13 @@ from django.contrib.auth.models import User
 
 from agent import tool_patterns
 from agent.conf import AgentSettings
-from agent.events import ApprovalRequest, ApprovalResolved
+from agent.events import AllowedTools, ApprovalRequest, ApprovalResolved
 from agent.gate import Gate, Verdicts
 from agent.loop_messages import call_hint
 from agent.turn import store
 from agent.turn.fanout import publish
 from agent.turn.profiles import Profile
-from agent.turn.refusals import TurnError
+from agent.turn.refusals import SessionGone, TurnError
 from sessions_app.approvals import ApprovalClosed as Closed
 from sessions_app.approvals import ApprovalNotFound as NotFound
 from sessions_app.approvals import Cancelled
@@ -214,7 +215,21 @@ async def answer_approval(
         raise ApprovalClosed(str(exc)) from None
     for approval in (answered.approval, *answered.also):
         await publish(run.session_id, resolved(approval))
+    if answered.approval.always:
+        tools = await store.allowed_tools(session_id=run.session_id)
+        await publish(run.session_id, AllowedTools(tools=tools))
     return Answer(run.pk, run.session_id, answered.ready)
+
+
+async def forget_always(*, session_id: int, tool: str) -> list[str]:
+    """Take back an "always" of the session (which the caller knows to be theirs): calls
+    of `tool` wait for a person again from its next turn on (a turn that runs keeps the
+    gate it started with). Every socket of the session hears the tools still allowed."""
+    tools = await store.forget_allowed_tool(session_id=session_id, name=tool)
+    if tools is None:
+        raise SessionGone()
+    await publish(session_id, AllowedTools(tools=tools))
+    return tools
 
 
 async def pending_requests(*, session_id: int) -> list[ApprovalRequest]:

@@ -1,6 +1,6 @@
 """What a chat shows as it opens: its latest messages, whether a turn of it runs, the run a
-socket may have to follow to its end, what its waiting turns ask, and the model its next
-turn talks to.
+socket may have to follow to its end, what its waiting turns ask, the model its next
+turn talks to and the tools answered "always" in it.
 
 The reads are made here, in this order, rather than by each door: which turn counts as
 running (this process's or another's) and which reads must come together are the turn's
@@ -28,6 +28,8 @@ class SessionOpening:
     unfinished: Run | None
     requests: list[ApprovalRequest]
     model: str
+    # The tools answered "always" in it, which no longer wait for a yes there.
+    allowed_tools: list[str]
 
 
 async def open_session(session: Session) -> SessionOpening:
@@ -45,4 +47,5 @@ async def open_session(session: Session) -> SessionOpening:
         unfinished=unfinished,
         requests=requests,
         model=model_in_use(session.model),
+        allowed_tools=list(session.allowed_tools),
     )

@@ -132,6 +132,8 @@ def more_unconsolidated_than(*, session_id: int, count: int) -> bool:
     return memories.unconsolidated(session_id=session_id)[count : count + 1].exists()
 
 
+forget_allowed_tool = on_db(services.forget_allowed_tool)
+allowed_tools = on_db(services.allowed_tools)
 park_run = on_db(approvals.park_run)
 answer_call = on_db(approvals.answer)
 expire_overdue = on_db(approvals.expire_overdue)

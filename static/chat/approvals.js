@@ -2,23 +2,56 @@
 // arguments, and Allow / Deny / Always for this chat. Every tab of the chat shows them and
 // any may answer; a card goes in every tab once its call is answered (`approval_resolved`),
 // whoever or whatever answered it (a tab, the API, its time running out, a stop).
+// After a reload the stored answer lists the waiting call too, as a tool card with no
+// result: the approval card takes its place while the call waits.
 
 import { el, parseArguments, summariseArguments } from "./util.js";
+import { ask } from "./confirm.js";
 
 // How long a card's buttons stay disabled after a click with no answer from the server.
 const RETRY_AFTER_MS = 5000;
+// Commands that go without asking: they leave a waiting call alone (/help, /model), or
+// say plainly that they end it (/stop). The server's rule for a command: its first word.
+const LEAVES_WAITING = new Set(["/help", "/model", "/stop"]);
 
 export class Approvals {
-  /** page: {conv (where cards go), send(frame) -> bool, notice(message)} */
+  /**
+   * page: {conv (where cards go), send(frame) -> bool, notice(message),
+   *        onChange() (a card came or went)}
+   */
   constructor(page) {
     this.page = page;
     this.cards = new Map(); // call id -> card node
   }
 
+  /** How many calls wait for an answer here. */
+  get waiting() {
+    return this.cards.size;
+  }
+
+  /**
+   * Whether `text` may go now: a new message ends the turn that waits, its calls
+   * declined, so with a card waiting the person is asked first. Resolves true or false.
+   */
+  async confirmSend(text) {
+    if (!this.cards.size || LEAVES_WAITING.has(text.trim().split(" ")[0].toLowerCase())) return true;
+    const one = this.cards.size === 1;
+    return ask({
+      message: one
+        ? "A tool call is waiting for your answer: send anyway and decline it?"
+        : `${this.cards.size} tool calls are waiting for your answer: send anyway and decline them?`,
+      yes: "Send",
+      no: "Cancel",
+      label: "Send while a tool call waits",
+    });
+  }
+
   /** The chat's history is shown afresh: its waiting calls are asked again after it. */
   clear() {
     for (const node of this.cards.values()) node.remove();
+    const had = this.cards.size;
     this.cards.clear();
+    if (had) this.page.onChange();
   }
 
   request(f) {
@@ -50,7 +83,14 @@ export class Approvals {
       el("div", { class: "approval-actions" }, ...buttons),
     );
     this.cards.set(id, node);
-    this.page.conv.add(node);
+    const stored = storedCard(id);
+    if (stored) {
+      stored.hidden = true;
+      stored.before(node);
+    } else {
+      this.page.conv.add(node);
+    }
+    this.page.onChange();
   }
 
   resolved(f) {
@@ -59,6 +99,12 @@ export class Approvals {
     if (!node) return;
     node.remove();
     this.cards.delete(id);
+    // A turn that goes on shows the call's result (or why it did not run) on the call's own
+    // card; one that ended with it (stopped, or a new message came) sends none, and the
+    // card would only say "no result".
+    const stored = storedCard(id);
+    if (stored && f.reason !== "stopped" && f.reason !== "superseded") stored.hidden = false;
+    this.page.onChange();
   }
 
   button(label, cls, id, allow, always) {
@@ -82,4 +128,9 @@ export class Approvals {
       for (const button of buttons) button.disabled = false;
     }, RETRY_AFTER_MS);
   }
+}
+
+/** The tool card a reloaded history shows for call `id`, if any. */
+function storedCard(id) {
+  return document.querySelector(`#messages .tool-card[data-tool-id="${CSS.escape(id)}"]`);
 }

@@ -12,6 +12,7 @@ import { Drawer } from "./drawer.js";
 import { Frames } from "./frames.js";
 import { ModelPicker } from "./models.js";
 import { Approvals } from "./approvals.js";
+import { AlwaysBadges } from "./always.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
 import { Versions } from "./versions.js";
@@ -47,6 +48,7 @@ const state = {
   chat: "",
   model: "",
   refreshTimer: 0,
+  running: false, // a turn of the chat is being written (not one that waits for an answer)
   outbox: [], // messages written while the socket was (re)connecting; sent on `history`
   outboxNotice: null,
 };
@@ -118,7 +120,7 @@ const composer = new Composer(
     sendLabel: $("send-label"),
     hint: $("composer-hint"),
   },
-  { onSubmit: submitMessage, onStop: stopTurn },
+  { onSubmit: submitMessage, onStop: stopTurn, escapeStops: () => state.running },
 );
 
 new Attach(
@@ -147,7 +149,11 @@ const approvals = new Approvals({
   conv,
   send: (frame) => socket.send(frame),
   notice: (message) => notice(message),
+  // Stop, too, while a call waits for an answer: it declines the call and ends the turn.
+  onChange: () => composer.setRunning(state.running || approvals.waiting > 0),
 });
+
+const always = new AlwaysBadges($("always-list"), { send: (frame) => socket.send(frame), notice });
 
 const pages = new HistoryPages(
   { scroller: $("scroller"), messages: $("messages"), button: $("earlier") },
@@ -202,6 +208,7 @@ const frames = new Frames({
   },
   onVersion: (f) => versions.onVersion(f),
   onEarlier: (f) => pages.onEarlier(f),
+  onAllowedTools: (tools) => always.set(tools),
 });
 
 // ---- helpers ------------------------------------------------------------
@@ -253,8 +260,9 @@ function onApiError(error) {
 // ---- running, and a chat that is gone ------------------------------------
 
 function setRunning(running, runId) {
+  state.running = running;
   conv.setRunning(running, runId);
-  composer.setRunning(running);
+  composer.setRunning(running || approvals.waiting > 0);
 }
 
 function setFatal(message) {
@@ -273,6 +281,7 @@ function onHistory(f) {
   picker.forget(); // a pick sent on an earlier connection was taken or not: history says
   if (f.model) state.model = f.model;
   approvals.clear();
+  always.set(f.allowed_tools);
   conv.renderHistory(Array.isArray(f.messages) ? f.messages : []);
   setRunning(Boolean(f.running), f.run_id);
   pages.onHistory(f);
@@ -282,9 +291,10 @@ function onHistory(f) {
 
 // ---- sending ------------------------------------------------------------
 
-function submitMessage() {
+async function submitMessage() {
+  // (the question is a modal dialog: the text cannot change while it is asked)
+  if (!composer.value.trim() || socket.fatal || !(await approvals.confirmSend(composer.value))) return;
   const text = composer.value;
-  if (!text.trim() || socket.fatal) return;
   if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
   } else {
@@ -339,6 +349,7 @@ function switchChat(chat, { push = true, at = null } = {}) {
   state.model = "";
   frames.reset();
   approvals.clear();
+  always.set([]);
   pages.reset();
   rewind.closeEditor();
   versions.reset();

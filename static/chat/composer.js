@@ -1,5 +1,7 @@
 // The composer: the message box (growing with its text), the hint line under it and the
 // send/stop button. What a message or a stop does is the page's business (onSubmit, onStop).
+// Send is offered only when there is something to send: text, or an attachment
+// (hasAttachments, for attachments kept beside the text).
 
 const DEFAULT_HINT = "Enter to send · Shift+Enter for a new line · /help lists commands";
 const COMMANDS = [
@@ -11,12 +13,14 @@ const COMMANDS = [
 
 export class Composer {
   /**
-   * dom: {form, input, send, sendLabel, hint}; options: {onSubmit(), onStop()}
+   * dom: {form, input, send, sendLabel, hint};
+   * options: {onSubmit(), onStop(), hasAttachments()?, escapeStops()? (whether Escape stops now)}
    */
   constructor(dom, options) {
     this.dom = dom;
     this.o = options;
     this.stopTimer = 0;
+    this.stopAsked = false; // a stop was sent and not yet confirmed
 
     dom.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -29,9 +33,20 @@ export class Composer {
       event.preventDefault();
       this.o.onSubmit(); // Enter always sends, even while a turn runs (the server decides)
     });
+    // Escape anywhere on the page stops a reply being written, unless something nearer
+    // took it (an editor, the search box, the chat list) or a dialog is open: Escape
+    // closes that.
+    document.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+      if (document.querySelector("dialog[open]")) return;
+      if (!this.running || this.stopAsked || !(this.o.escapeStops ? this.o.escapeStops() : true)) return;
+      event.preventDefault();
+      this.o.onStop();
+    });
     dom.input.addEventListener("input", () => {
       this.autoGrow();
       this.updateHint();
+      this.updateSendable();
     });
   }
 
@@ -48,6 +63,7 @@ export class Composer {
     this.dom.input.value = "";
     this.autoGrow();
     this.updateHint();
+    this.updateSendable();
   }
 
   /** Give back a message the server refused, unless something new is being written. */
@@ -56,6 +72,7 @@ export class Composer {
     this.dom.input.value = text;
     this.autoGrow();
     this.updateHint();
+    this.updateSendable();
   }
 
   /** Add `line` on a line of its own after what is written, and go on writing. */
@@ -65,6 +82,7 @@ export class Composer {
     input.value = before && !before.endsWith("\n") ? `${before}\n${line}\n` : `${before}${line}\n`;
     this.autoGrow();
     this.updateHint();
+    this.updateSendable();
     input.focus();
     input.setSelectionRange(input.value.length, input.value.length);
   }
@@ -73,6 +91,19 @@ export class Composer {
   start() {
     this.dom.hint.textContent = DEFAULT_HINT;
     this.autoGrow();
+    this.updateSendable();
+  }
+
+  /** Whether there is anything to send: words (not only spaces) or an attachment. */
+  get sendable() {
+    return Boolean(this.dom.input.value.trim()) || Boolean(this.o.hasAttachments && this.o.hasAttachments());
+  }
+
+  /** Send is usable with something to send; Stop always is, unless a stop is on its way. */
+  updateSendable() {
+    const { send, input } = this.dom;
+    if (this.stopAsked) return;
+    send.disabled = input.disabled || (send.dataset.state !== "stop" && !this.sendable);
   }
 
   autoGrow() {
@@ -92,28 +123,36 @@ export class Composer {
     }
   }
 
-  /** The button sends, or stops the running turn. */
+  /** The button sends, or stops the running turn (or the turn that waits for an answer). */
   setRunning(running) {
     const { send, sendLabel } = this.dom;
     const mode = running ? "stop" : "send";
-    if (send.dataset.state === mode && !send.disabled) return;
-    clearTimeout(this.stopTimer);
-    send.dataset.state = mode;
-    send.disabled = false;
-    send.setAttribute("aria-label", running ? "Stop the running turn" : "Send message");
-    sendLabel.textContent = running ? "Stop" : "Send";
+    if (send.dataset.state !== mode || this.stopAsked) {
+      clearTimeout(this.stopTimer);
+      this.stopAsked = false;
+      send.dataset.state = mode;
+      send.setAttribute("aria-label", running ? "Stop the running turn" : "Send message");
+      sendLabel.textContent = running ? "Stop" : "Send";
+    }
+    this.updateSendable();
+  }
+
+  get running() {
+    return this.dom.send.dataset.state === "stop";
   }
 
   /** A stop was sent: wait for the server to confirm it. */
   stopping() {
     const { send, sendLabel } = this.dom;
+    this.stopAsked = true;
     send.disabled = true;
     sendLabel.textContent = "Stopping…";
     clearTimeout(this.stopTimer);
     // If the server never confirms, make the button usable again.
     this.stopTimer = setTimeout(() => {
-      send.disabled = false;
+      this.stopAsked = false;
       sendLabel.textContent = send.dataset.state === "stop" ? "Stop" : "Send";
+      this.updateSendable();
     }, 5000);
   }
 
@@ -126,5 +165,6 @@ export class Composer {
   /** Writing again; the button comes back with the next setRunning. */
   unlock() {
     this.dom.input.disabled = false;
+    this.updateSendable();
   }
 }

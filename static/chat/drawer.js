@@ -16,6 +16,7 @@ export class Drawer {
     dom.backdrop.addEventListener("click", () => this.close());
     document.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && this.isOpen) {
+        event.preventDefault(); // taken: it closes the list and does nothing else
         this.close();
         dom.menu.focus();
       }

@@ -11,7 +11,8 @@ export class Frames {
    *        onModel(id) (the chat's model changed), onError(frame), notice(message),
    *        refreshSoon() (the chat list may have changed), onArchived(frame) (messages left
    *        the conversation), onEarlier(frame) (older messages came), onVersion(frame) (an
-   *        earlier version of the conversation came)}
+   *        earlier version of the conversation came), onAllowedTools(tools) (the tools
+   *        answered "always" in the chat changed)}
    */
   constructor(page) {
     this.page = page;
@@ -87,6 +88,9 @@ export class Frames {
         break;
       case "approval_resolved":
         this.page.approvals.resolved(f);
+        break;
+      case "allowed_tools":
+        this.page.onAllowedTools(f.tools);
         break;
       case "cron_executed":
         conv.addSystem(`Scheduled job ${f.job_id ?? ""} ran${f.status ? ` (${f.status})` : ""}.`, "cron");
