@@ -14,6 +14,7 @@ import { ModelPicker } from "./models.js";
 import { Approvals } from "./approvals.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
+import { RetryButtons } from "./retry.js";
 import { ChatSearch } from "./search.js";
 import { ConnectionBadge, Notices } from "./status.js";
 
@@ -166,6 +167,8 @@ const rewind = new Rewind(
   },
 );
 
+const retries = new RetryButtons($("messages"), { send: (frame) => socket.send(frame), notice });
+
 new ChatSearch(
   { input: $("search"), results: $("search-results"), list: $("search-list"), empty: $("search-empty"), sessions: $("session-nav") },
   {
@@ -190,6 +193,7 @@ const frames = new Frames({
   onError: () => {
     picker.forget();
     rewind.onError();
+    retries.onError();
   },
   notice,
   refreshSoon: () => scheduleSidebarRefresh(),
