@@ -101,6 +101,9 @@ class StreamEnd(Event):
 class Thinking(Event):
     type: ClassVar[str] = "thinking"
     content: str
+    # Set on a progress note of ours (a failed model call about to be retried), which is
+    # not the model's reasoning: clients show it as a line of its own.
+    note: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,9 @@ class MessageEvent(Event):
     run_id: str | None = None
     # On a turn's reply: what its run used and cost, as on `thinking_finished`.
     usage: dict[str, Any] | None = None
+    # Set when the turn failed and this is what went wrong, not an answer: clients show it
+    # as an error (and offer to try again), as `history` shows it with `"error": true`.
+    error: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +215,16 @@ class ErrorEvent(Event):
     retry_after: int | None = None
     # Set when the error refuses the message the client just sent: it was not taken.
     refused: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopDone(Event):
+    """The answer to a socket's `stop` frame, to that socket alone: what `/stop` said
+    (how many turns it stopped). The page's stop button shows no reply for it: the stopped
+    turn's own end says it all."""
+
+    type: ClassVar[str] = "stopped"
+    message: str
 
 
 Emit = Callable[[Event], Awaitable[None]]

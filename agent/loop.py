@@ -40,6 +40,10 @@ OnMessage = Callable[[LLMMessage, dict[str, int] | None], Awaitable[None]]
 Status = Literal["succeeded", "failed", "waiting"]
 
 EMPTY_REPLY = "(The model returned an empty reply.)"
+# The failures the agent tells in its own words, saved as its message (a spent budget, the
+# limit of model calls): its reply to the person, unlike a failure that leaves the turn
+# without one, which a chat shows as an error.
+SPOKEN_FAILURES = frozenset({"halted", "max_iterations"})
 
 
 @dataclass
@@ -191,7 +195,9 @@ class AgentLoop:
                     compressed = True
                     result.iterations -= 1
                     continue
-                return self._failed(result, error)
+                sent = {id(message) for message in messages}
+                history_sent = any(id(message) in sent for message in history)
+                return self._failed(result, error, history_sent=history_sent, turn=turn)
             _add_usage(result, response.usage, response.cost)
             if self.spending is not None:
                 await self.spending.settle(response.cost)
@@ -333,12 +339,14 @@ class AgentLoop:
         await self._record(turn, {"role": "assistant", "content": text}, None)
         return result
 
-    def _failed(self, result: LoopResult, error: LLMError) -> LoopResult:
+    def _failed(
+        self, result: LoopResult, error: LLMError, *, history_sent: bool, turn: list[LLMMessage]
+    ) -> LoopResult:
         logger.warning("model call failed for good (%s): %s", error.kind, error)
         result.status = "failed"
         result.error = str(error)
         result.error_kind = error.kind
-        result.text = explain(error)
+        result.text = explain(error, history_sent=history_sent, steps_sent=len(turn) > 1)
         return result
 
 

@@ -47,9 +47,7 @@ class StreamEvents:
 
     async def retry(self, attempt: int, delay: float, error: LLMError) -> None:
         await self.end(discarded=True)
-        await self.emit(
-            Thinking(content=f"The model call failed ({error}); retry {attempt} in {delay:.0f}s.")
-        )
+        await self.emit(Thinking(content=retry_note(attempt, delay, error), note=True))
 
     async def end(self, *, discarded: bool = False, stopped: bool = False) -> None:
         if self.msg_id:
@@ -61,6 +59,21 @@ class StreamEvents:
                 )
             )
             self.msg_id = ""
+
+
+def retry_note(attempt: int, delay: float, error: LLMError) -> str:
+    """A failed model call about to be retried, as a line of its own."""
+    said = str(error).rstrip(". ")
+    return f"{said[:1].upper()}{said[1:]}: retry {attempt} in {wait_text(delay)}."
+
+
+def wait_text(seconds: float) -> str:
+    """A wait as a person reads it: a short one to a tenth of a second ("0.6 s"; a whole
+    "0 s" would read as no wait at all), a longer one in whole seconds ("12 s")."""
+    seconds = max(0.0, seconds)
+    if round(seconds, 1) < 10:
+        return f"{seconds:.1f} s"
+    return f"{round(seconds)} s"
 
 
 def prepare_calls(
@@ -144,9 +157,24 @@ def tool_message(call: ToolCall, output: str) -> LLMMessage:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
 
 
-def explain(error: LLMError) -> str:
+def explain(error: LLMError, *, history_sent: bool = True, steps_sent: bool = False) -> str:
     """A failed model call as the person reads it: what failed, in the error's own fixed
-    phrase (never the provider's words, which only the server's log keeps), and what to do."""
+    phrase (never the provider's words, which only the server's log keeps), and what to do.
+    `history_sent`: whether the call that failed carried earlier messages of the
+    conversation, which `/new` would clear; else this turn alone overflowed: the user's
+    message, and the tool calls and results it made so far (`steps_sent`)."""
+    said = str(error).rstrip(". ")
+    if error.kind == "context_overflow" and not history_sent:
+        if steps_sent:
+            return (
+                "Your message and what this turn's tools returned no longer fit the model's "
+                "context window, even without the earlier conversation. Ask for less at a "
+                "time: a shorter message, or smaller parts of the files."
+            )
+        return (
+            "Your message is too long for the model's context window, even without the "
+            "earlier conversation. Send a shorter message, or split it into parts."
+        )
     if error.kind == "auth":
         advice = "Ask the site's operator to check the model's API key (AGENT_API_KEY)."
     elif error.kind == "context_overflow":
@@ -157,7 +185,6 @@ def explain(error: LLMError) -> str:
         advice = "Try again in a moment."
     else:
         advice = "Try again; if it fails again, the site's operator finds the details in the log."
-    said = str(error)
     return f"{said[:1].upper()}{said[1:]}. {advice}"
 
 

@@ -208,9 +208,9 @@ async def test_stop_ends_a_waiting_turn(llm: ScriptedLLM, token: str) -> None:
     await socket.send_json_to({"type": "stop"})
     # The stop's answer and the card's end arrive in either order.
     frames: list[dict[str, Any]] = []
-    while not {"message", "approval_resolved"} <= {f["type"] for f in frames}:
+    while not {"stopped", "approval_resolved"} <= {f["type"] for f in frames}:
         frames.append(await socket.receive_json_from(timeout=5))
-    assert next(f for f in frames if f["type"] == "message")["content"] == "Stopped 1 task."
+    assert next(f for f in frames if f["type"] == "stopped")["message"] == "Stopped 1 task."
     resolved = next(f for f in frames if f["type"] == "approval_resolved")
     assert resolved["id"] == request["id"] and resolved["reason"] == "stopped"
     assert not resolved["allow"]

@@ -100,7 +100,8 @@ def test_chat_in_a_browser(page, live_site: str, llm: ScriptedLLM, workspace: Pa
     page.click("#send")
     expect(page.locator("#send[data-state=send]")).to_be_visible()
     expect(page.locator("#thinking")).to_be_hidden()
-    expect(page.locator(".msg.assistant", has_text="Stopped 1 task.")).to_have_count(1)
+    # The stop says nothing in the conversation: the stopped turn's end is the answer.
+    expect(page.locator(".msg", has_text="Stopped 1 task.")).to_have_count(0)
     expect(page.locator(".tool-card[data-tool-name=exec]")).to_have_attribute(
         "data-status", "error"
     )

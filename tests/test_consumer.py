@@ -126,13 +126,15 @@ async def test_stop_mid_turn(llm: ScriptedLLM, token: str) -> None:
     await receive_until(socket, "tool_call")
 
     await socket.send_json_to({"type": "stop"})
-    # The stop's answer and the stopped turn's end arrive in either order.
+    # The stop's answer (to this socket, not a reply) and the stopped turn's end arrive in
+    # either order.
     frames: list[dict] = []
     while not (
-        {"Stopped 1 task."} <= {f.get("content") for f in frames}
+        any(f == {"type": "stopped", "message": "Stopped 1 task."} for f in frames)
         and any(f["type"] == "thinking_finished" for f in frames)
     ):
         frames.append(await socket.receive_json_from(timeout=10))
+    assert not any(f["type"] == "message" and f["role"] == "assistant" for f in frames)
     assert next(f for f in frames if f["type"] == "tool_result")["result"].startswith(
         "Error: the turn was stopped"
     )

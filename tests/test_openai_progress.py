@@ -88,3 +88,20 @@ def test_deltas_of_one_kind_in_a_row_are_joined() -> None:
         {"reasoning_content": "cd"},
         {"content": "e"},
     ]
+
+
+def test_a_retry_note_is_a_line_of_its_own_in_the_reasoning() -> None:
+    progress = Progress()
+    shown = play(
+        progress,
+        ThinkingStarted(run_id="r"),
+        Thinking(content="Let me see"),
+        Thinking(content="The model server failed (HTTP 503): retry 1 in 0.6 s.", note=True),
+        Thinking(content="The model server failed (HTTP 503): retry 2 in 1.2 s.", note=True),
+    )
+    reasoning = "".join(delta["reasoning_content"] for delta in shown)
+    assert reasoning.splitlines() == [
+        "Let me see",
+        "The model server failed (HTTP 503): retry 1 in 0.6 s.",
+        "The model server failed (HTTP 503): retry 2 in 1.2 s.",
+    ]

@@ -283,7 +283,7 @@ async def test_a_socket_queues_only_a_few_turns(llm: ScriptedLLM, token: str, se
     assert len(refused) == 10 - consumers.MAX_PENDING_TURNS
     assert all("already waiting" in f["message"] for f in refused)
     await socket.send_json_to({"type": "stop"})  # a stop always gets through
-    await receive_until(socket, "message", role="assistant", content="Stopped 1 task.")
+    await receive_until(socket, "stopped", message="Stopped 1 task.")
     await socket.disconnect()
 
 

@@ -42,12 +42,14 @@ from agent.doors.following import RunFollower
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark, StreamJoin
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
-from agent.doors.socket_turns import RUNNING, SocketTurns
+from agent.doors.socket_turns import RUNNING, SocketTurns, without_replies
 from agent.events import (
     Earlier,
+    Emit,
     ErrorEvent,
     History,
     ModelChosen,
+    StopDone,
     Version,
 )
 from agent.turn import (
@@ -184,7 +186,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "stop":
-            self._start("/stop")
+            self._stop()
             return
         if kind == "model":
             await self._choose_model(content.get("model"))
@@ -321,6 +323,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 content=request.content,
             )
         )
+
+    def _stop(self) -> None:
+        """The stop button: `/stop`, answered to this socket alone as a `stopped` frame, not
+        as a reply: the stopped turn's own end is what every tab shows."""
+        ref = SessionRef(self.session_key, owner=self.user, pinned_id=self.session_id)
+
+        async def stop(emit: Emit) -> None:
+            done = await run_turn(ref, "/stop", channel=CHANNEL, emit=without_replies(emit))
+            await self._send_frame(StopDone(message=done.text).to_dict())
+
+        self.turns.launch(stop)
 
     def _start(self, content: str) -> None:
         # A second message while a turn runs is accepted and waits for that turn to end:

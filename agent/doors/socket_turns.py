@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent import failures
-from agent.events import Emit, Event
+from agent.events import Emit, Event, MessageEvent
 from agent.turn import ChunkCoalescer, GroupSink, SessionGone, TurnError
 
 logger = logging.getLogger(__name__)
@@ -91,3 +91,13 @@ class SocketTurns:
         except Exception:
             ref = failures.log_failure(logger, "turn of %s failed", self.label)
             await self.error(failures.internal_error(ref))
+
+
+def without_replies(emit: Emit) -> Emit:
+    """`emit` without the `message` events: a turn whose answer the socket gives otherwise."""
+
+    async def passed(event: Event) -> None:
+        if not isinstance(event, MessageEvent):
+            await emit(event)
+
+    return passed

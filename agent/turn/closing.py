@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from agent.conf import AgentSettings
 from agent.events import Emit, MessageEvent, ThinkingFinished
 from agent.gate import WaitingCall
-from agent.loop import LoopResult
+from agent.loop import SPOKEN_FAILURES, LoopResult
 from agent.tools.hooks import TurnHooks
 from agent.turn import store, waiting
 from agent.turn.delivery import Delivery
@@ -145,8 +145,15 @@ class RunClose:
         silent = handed_over and not outcome.text
         repeated = succeeded and here and self.delivery.repeats(outcome.text)
         if not cancelled and not silent and not repeated:
+            failed = status == Run.Status.FAILED and outcome.error_kind not in SPOKEN_FAILURES
             await self.emit(
-                MessageEvent(role="assistant", content=outcome.text, run_id=self.run_id, usage=used)
+                MessageEvent(
+                    role="assistant",
+                    content=outcome.text,
+                    run_id=self.run_id,
+                    usage=used,
+                    error=True if failed else None,
+                )
             )
         if self.exporting:  # after the answer, which the spans must not hold up
             await asyncio.to_thread(self._export, outcome, str(status))

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 from django.db import InterfaceError, OperationalError
 
 from agent import jobs
-from agent.turn import display
+from agent.turn import display, failed_replies
 from agent.turn.db import on_db
 from cron_app import selectors as job_selectors
 from cron_app import services as job_services
@@ -98,13 +98,16 @@ def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str
 def history_page(
     *, session_id: int, limit: int = 200, before: int | None = None, back_to: int | None = None
 ) -> selectors.DisplayPage:
-    """A page of the session's live conversation as its chat shows it (`display.shown`), and
-    whether older messages exist: the latest, or those before message `before` (reaching back
-    to message `back_to`, if given; see `selectors.display_page`)."""
+    """A page of the session's live conversation as its chat shows it (`display.shown`, and
+    its failed turns' errors: `failed_replies`), and whether older messages exist: the
+    latest, or those before message `before` (reaching back to message `back_to`, if given;
+    see `selectors.display_page`)."""
     page = selectors.display_page(
         session_id=session_id, limit=limit, before=before, back_to=back_to
     )
-    return selectors.DisplayPage(display.shown(page.messages), page.has_more)
+    return selectors.DisplayPage(
+        failed_replies.with_failures(display.shown(page.messages)), page.has_more
+    )
 
 
 @on_db

@@ -16,6 +16,7 @@ import { AlwaysBadges } from "./always.js";
 import { HistoryPages } from "./pages.js";
 import { Rewind } from "./rewind.js";
 import { Versions } from "./versions.js";
+import { RetryButtons } from "./retry.js";
 import { ChatSearch } from "./search.js";
 import { ConnectionBadge, Notices } from "./status.js";
 
@@ -174,6 +175,7 @@ const rewind = new Rewind(
 );
 
 const versions = new Versions({ messages: $("messages"), scroller: $("scroller") }, { conv, send: (frame) => socket.send(frame), notice });
+const retries = new RetryButtons($("messages"), { send: (frame) => socket.send(frame), notice });
 
 new ChatSearch(
   { input: $("search"), results: $("search-results"), list: $("search-list"), empty: $("search-empty"), sessions: $("session-nav") },
@@ -199,6 +201,7 @@ const frames = new Frames({
   onError: () => {
     picker.forget();
     rewind.onError();
+    retries.onError();
   },
   notice,
   refreshSoon: () => scheduleSidebarRefresh(),

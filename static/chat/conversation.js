@@ -125,6 +125,20 @@ export class Conversation {
     return record;
   }
 
+  /**
+   * A turn that failed: what went wrong, as an error and not as a reply, with a Retry
+   * button (the last one only, by CSS) that asks for the turn again (retry.js).
+   */
+  addError(text, usage) {
+    const body = el("div", { class: "msg-body", text: contentText(text) });
+    const head = el("div", { class: "msg-error-head" }, icon("alert"), el("span", { text: "The reply failed" }));
+    const retry = el("button", { type: "button", class: "btn msg-retry", title: "Ask for this reply again" }, icon("refresh"), el("span", { text: "Retry" }));
+    const node = el("div", { class: "msg error", dataset: { role: "error" } }, head, body, el("div", { class: "msg-error-actions" }, retry));
+    this.add(node);
+    this.addUsage(node, usage);
+    return node;
+  }
+
   addSystem(text, kind = "info") {
     // A long note (a sub-agent's report to the agent) shows its first line; the rest on hover.
     const [first, ...rest] = String(text).split("\n");
@@ -147,7 +161,9 @@ export class Conversation {
       el("summary", { class: "thinking-summary", text: "Thinking" }),
       body,
     );
-    const record = { node, body, text };
+    // `body` is the text being streamed; a note ends it, and the reasoning after the note
+    // goes into a new one below it.
+    const record = { node, body, text, shown: text };
     this.add(node);
     return record;
   }
@@ -156,8 +172,27 @@ export class Conversation {
   thinkingChunk(text) {
     if (!text) return;
     if (!this.reasoning) this.reasoning = this.addThinking("", { open: true });
-    this.reasoning.text += text;
-    this.reasoning.body.textContent = this.reasoning.text;
+    const record = this.reasoning;
+    if (!record.body) {
+      record.body = el("div", { class: "thinking-text" });
+      record.node.append(record.body);
+    }
+    record.text += text;
+    record.shown += text;
+    record.body.textContent = record.text;
+    this.follow();
+  }
+
+  /** A progress note of the server's (a model call about to be retried): a line of its own. */
+  thinkingNote(text) {
+    if (!text.trim()) return;
+    if (!this.reasoning) this.reasoning = this.addThinking("", { open: true });
+    const record = this.reasoning;
+    if (record.body && !record.text.trim()) record.body.remove();
+    record.node.append(el("div", { class: "thinking-entry", role: "note", text: text.trim() }));
+    record.body = null;
+    record.text = "";
+    record.shown += text;
     this.follow();
   }
 
@@ -165,7 +200,7 @@ export class Conversation {
   endThinking() {
     if (!this.reasoning) return;
     this.reasoning.node.open = false;
-    if (!this.reasoning.text.trim()) this.reasoning.node.remove();
+    if (!this.reasoning.shown.trim()) this.reasoning.node.remove();
     this.reasoning = null;
   }
 
@@ -246,7 +281,8 @@ export class Conversation {
 
   /** Under a run's reply: what the run used and cost. */
   addUsage(node, usage) {
-    const text = formatUsage(usage);
+    // A turn that failed or was stopped before its model counted anything spent nothing.
+    const text = spentTokens(usage) ? formatUsage(usage) : "";
     if (!node || !text) return;
     const line = node.querySelector(".msg-usage") || el("div", { class: "msg-usage" });
     line.textContent = text;
@@ -313,7 +349,9 @@ export class Conversation {
         this.addThinking(contentText(m.reasoning_content));
       }
       const text = contentText(m.content);
-      if (text.trim()) {
+      if (m.error) {
+        this.addError(text, m.run_usage);
+      } else if (text.trim()) {
         const { node } = this.addAssistant(text);
         node.dataset.id = m.id ?? "";
         if (m.stopped) markStopped(node);
@@ -378,6 +416,10 @@ function markStopped(node) {
   node.dataset.stopped = "true";
   const actions = node.querySelector(".msg-actions");
   node.insertBefore(el("div", { class: "msg-stopped", text: "stopped" }), actions);
+}
+
+function spentTokens(usage) {
+  return Boolean(usage) && (Number(usage.total_tokens) || Number(usage.prompt_tokens) || Number(usage.completion_tokens)) > 0;
 }
 
 function usageTitle(usage) {

@@ -45,7 +45,8 @@ export class Frames {
         conv.streamEnd(f.msg_id, Boolean(f.discarded), Boolean(f.stopped));
         break;
       case "thinking":
-        conv.thinkingChunk(contentText(f.content));
+        if (f.note) conv.thinkingNote(contentText(f.content));
+        else conv.thinkingChunk(contentText(f.content));
         break;
       case "tool_call":
         conv.toolCall(f.id, f.name, f.arguments);
@@ -126,6 +127,12 @@ export class Frames {
       delete node.dataset.pending;
       // The turn it started: what an edit of this message names it by.
       if (f.run_id) node.dataset.runId = f.run_id;
+      return;
+    }
+    if (f.error) {
+      // The turn failed: what went wrong, never streamed, shown as an error.
+      conv.addError(text, f.usage);
+      refreshSoon();
       return;
     }
     if (text.startsWith("New conversation started")) {

@@ -63,6 +63,8 @@ class Progress:
         step = _step(event)
         if not self.reasoning:
             step = step.lstrip("\n")  # the first step opens the reasoning: no gap before it
+        elif isinstance(event, Thinking) and event.note and self.reasoning[-1].endswith("\n"):
+            step = step[1:]  # a note right after a line's end: no blank line between
         if not step:
             return []
         self.reasoning.append(step)
@@ -88,7 +90,8 @@ class Progress:
 
 def _step(event: Event) -> str:
     if isinstance(event, Thinking):
-        return event.content
+        # A note of ours (a retry) is a line of its own, not part of the model's reasoning.
+        return f"\n{event.content}\n" if event.note else event.content
     if isinstance(event, ToolCallEvent):
         arguments = event.arguments
         shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
