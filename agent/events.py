@@ -61,6 +61,8 @@ class Archived(Event):
 class ThinkingStarted(Event):
     type: ClassVar[str] = "thinking_started"
     run_id: str
+    # The model the turn's replies come from.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +149,11 @@ class MessageEvent(Event):
     role: str
     content: str
     run_id: str | None = None
-    # On a turn's reply: what its run used and cost, as on `thinking_finished`.
+    # On a turn's reply: what its run used and cost, as on `thinking_finished`; the model
+    # that wrote it, and when (ISO 8601), as `history` gives them for stored replies.
     usage: dict[str, Any] | None = None
+    model: str | None = None
+    created: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
