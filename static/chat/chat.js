@@ -2,7 +2,7 @@
 // together; keeps the header and the outbox, and routes between chats.
 // Template values come from data-* attributes on <body> (see templates/chat.html).
 
-import { newChatId, formatUsage } from "./util.js";
+import { el, newChatId, formatUsage } from "./util.js";
 import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
@@ -120,11 +120,17 @@ const composer = new Composer(
   { onSubmit: submitMessage, onStop: stopTurn },
 );
 
-new Attach(
-  { button: $("attach"), input: $("attach-input"), dropZone: document.querySelector(".main") },
+const attach = new Attach(
+  {
+    button: $("attach"),
+    input: $("attach-input"),
+    dropZone: document.querySelector(".main"),
+    chips: $("attachments"),
+  },
   {
     url: config.uploadsUrl,
-    onAttached: (path) => composer.addLine(`Attached: ${path}`),
+    onAttached: () => composer.focus(),
+    onRemoved: () => composer.focus(),
     onError: (message) => notice(message),
     onLoginLost: () => goLogin(),
   },
@@ -226,7 +232,8 @@ function updateHeader() {
   picker.show(model);
   // The chat's runs so far, summed by the server (`usage` of the sessions list).
   const used = session && session.usage && session.usage.total_tokens ? formatUsage(session.usage) : "";
-  dom.usage.textContent = used ? `This chat: ${used}` : "";
+  dom.usage.replaceChildren(...(used ? [el("span", { class: "usage-label", text: "This chat: " }), used] : []));
+  dom.usage.title = used ? `This chat so far: ${used}` : "";
   dom.usage.hidden = !used;
   document.title = `${title} · agentsite`;
 }
@@ -276,8 +283,8 @@ function onHistory(f) {
 // ---- sending ------------------------------------------------------------
 
 function submitMessage() {
-  const text = composer.value;
-  if (!text.trim() || socket.fatal) return;
+  if ((!composer.value.trim() && !attach.count) || socket.fatal) return;
+  const text = attach.takeInto(composer.value);
   if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
   } else {
