@@ -72,6 +72,8 @@ class Archived(Event):
 class ThinkingStarted(Event):
     type: ClassVar[str] = "thinking_started"
     run_id: str
+    # The model the turn's replies come from.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +172,14 @@ class MessageEvent(Event):
     role: str
     content: str
     run_id: str | None = None
-    # On a turn's reply: what its run used and cost, as on `thinking_finished`.
+    # On a turn's reply: what its run used and cost, as on `thinking_finished`; the model
+    # that wrote it, and when (ISO 8601), as `history` gives them for stored replies.
     usage: dict[str, Any] | None = None
     # Set when the turn failed and this is what went wrong, not an answer: clients show it
     # as an error (and offer to try again), as `history` shows it with `"error": true`.
     error: bool | None = None
+    model: str | None = None
+    created: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from sessions_app import admin_usage, services  # noqa: F401 (admin_usage: its pages register as it loads)
+from sessions_app.admin_links import chat_link, clipped, viewer_owns, when
 from sessions_app.durations import between
 from sessions_app.models import (
     Approval,
@@ -36,6 +37,8 @@ from sessions_app.timeline import timeline as run_timeline
 from sessions_app.usage import ZERO, usage_dict
 
 LATEST = 20
+# The lists' stylesheet: long text cut, so that a list fits the window (`admin_links.clipped`).
+LIST_CSS = "sessions_app/admin_lists.css"
 
 
 def usage_columns() -> dict[str, Any]:
@@ -91,21 +94,23 @@ def _latest(lines: Iterable[tuple[Any, str]], model: str, session: Session, ever
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    # The channel is the key's prefix: not a column of its own (it is a filter).
     list_display = (
-        "key",
-        "title",
-        "channel",
+        "short_key",
+        "short_title",
         "owner",
         "model",
         "message_count",
         "usage",
-        "updated",
+        "last_updated",
+        "open_in_chat",
     )
     list_filter = ("channel", "owner")
     # Indexed fields only: a search through every message's text would scan them all.
     search_fields = ("key", "owner__username")
     readonly_fields = (
         "key",
+        "open_in_chat",
         "channel",
         "chat_id",
         "last_consolidated",
@@ -116,6 +121,7 @@ class SessionAdmin(admin.ModelAdmin):
     )
     fields = (
         "key",
+        "open_in_chat",
         "channel",
         "chat_id",
         "owner",
@@ -130,6 +136,9 @@ class SessionAdmin(admin.ModelAdmin):
         "latest_runs",
     )
     date_hierarchy = "updated"
+
+    class Media:
+        css = {"all": [LIST_CSS]}
 
     def delete_model(self, request: HttpRequest, obj: Session) -> None:
         services.delete_session(session=obj)
@@ -148,8 +157,28 @@ class SessionAdmin(admin.ModelAdmin):
             super()
             .get_queryset(request)
             .select_related("owner")
-            .annotate(_messages=Count("messages"), **usage_columns())
+            .annotate(
+                _messages=Count("messages"),
+                _mine=viewer_owns(request.user.pk),
+                **usage_columns(),
+            )
         )
+
+    @admin.display(ordering="key", description="key")
+    def short_key(self, obj: Session) -> str:
+        return clipped(obj.key, 36)
+
+    @admin.display(ordering="title", description="title")
+    def short_title(self, obj: Session) -> str:
+        return clipped(obj.title, 48)
+
+    @admin.display(ordering="updated", description="updated")
+    def last_updated(self, obj: Session) -> str:
+        return when(obj.updated)
+
+    @admin.display(description="chat")
+    def open_in_chat(self, obj: Session) -> str:
+        return chat_link(obj.key, bool(getattr(obj, "_mine", False)))
 
     # A session may hold tens of thousands of messages: the page shows the newest, and the
     # message list (paginated, filtered to the session) has the rest.
@@ -187,7 +216,7 @@ def run_line(run: Run) -> str:
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
     # `archived`: taken out of the conversation by /new, an edit or a regeneration, and kept.
-    list_display = ("id", "session", "role", "short_content", "archived", "created")
+    list_display = ("id", "session_key", "role", "short_content", "archived", "when_created")
     list_filter = ("archived", "role", "session__channel")
     search_fields = ("session__key",)
     list_select_related = ("session",)
@@ -195,15 +224,26 @@ class MessageAdmin(admin.ModelAdmin):
     show_full_result_count = False
     readonly_fields = [f.name for f in Message._meta.fields]
 
+    class Media:
+        css = {"all": [LIST_CSS]}
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
+    @admin.display(ordering="created", description="created")
+    def when_created(self, obj: Message) -> str:
+        return when(obj.created)
+
+    @admin.display(ordering="session__key", description="session")
+    def session_key(self, obj: Message) -> str:
+        return clipped(obj.session.key, 36)
+
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:
-        return (obj.content or "")[:100]
+        return clipped(obj.content, 60)
 
 
 class ApprovalInline(admin.TabularInline):
@@ -224,14 +264,14 @@ class ApprovalInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
+    # Newest first (`ordering`); when it was queued is on its page.
     list_display = (
-        "created",
-        "started",
-        "finished",
-        "session",
+        "started_at",
+        "finished_at",
+        "session_key",
         "status",
         "channel",
-        "model",
+        "short_model",
         "iterations",
         "cost",
         "took",
@@ -245,7 +285,14 @@ class RunAdmin(admin.ModelAdmin):
     # The trace is shown as the timeline; the run or cron job that started this run, as
     # links to their pages, and the sub-agents it started below them.
     exclude = ("trace",)
-    readonly_fields = [f.name for f in Run._meta.fields if f.name != "trace"] + [
+    # Every field is read-only, so the page shows them in this order: the link to the
+    # session's chat right after the session.
+    readonly_fields = [
+        name
+        for f in Run._meta.fields
+        if f.name != "trace"
+        for name in ((f.name, "open_in_chat") if f.name == "session" else (f.name,))
+    ] + [
         "took",
         "subagent_runs",
         "timeline",
@@ -253,7 +300,7 @@ class RunAdmin(admin.ModelAdmin):
     inlines = (ApprovalInline,)
 
     class Media:
-        css = {"all": ["sessions_app/timeline.css"]}
+        css = {"all": ["sessions_app/timeline.css", LIST_CSS]}
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -263,7 +310,28 @@ class RunAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         took = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
-        return super().get_queryset(request).annotate(_took=took)
+        mine = viewer_owns(request.user.pk, "session__owner")
+        return super().get_queryset(request).annotate(_took=took, _mine=mine)
+
+    @admin.display(ordering="started", description="started")
+    def started_at(self, obj: Run) -> str:
+        return when(obj.started)
+
+    @admin.display(ordering="finished", description="finished")
+    def finished_at(self, obj: Run) -> str:
+        return when(obj.finished)
+
+    @admin.display(ordering="session__key", description="session")
+    def session_key(self, obj: Run) -> str:
+        return clipped(obj.session.key, 36)
+
+    @admin.display(ordering="model", description="model")
+    def short_model(self, obj: Run) -> str:
+        return clipped(obj.model, 32)
+
+    @admin.display(description="chat")
+    def open_in_chat(self, obj: Run) -> str:
+        return chat_link(obj.session.key, bool(getattr(obj, "_mine", False)))
 
     # Runs not yet finished have no duration: first when the shortest come first, last when
     # the longest do, on every database (PostgreSQL would put them first both ways).

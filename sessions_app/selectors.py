@@ -154,6 +154,7 @@ def display_page(
             run_usage=F("run__usage"),
             run_cost=F("run__cost"),
             run_finished=F("run__finished"),
+            run_model=F("run__model"),
         ).order_by("-id")[:limit]
     )
     has_more = bool(rows) and live.filter(id__lt=rows[-1].id).exists()
@@ -199,6 +200,8 @@ def _shown(row: Any) -> dict[str, Any]:
         "reasoning_content": row.reasoning_content or None,
         "run_id": str(row.run_id) if row.run_id else None,
         "created": row.created.isoformat(),
+        # The model that wrote it, as its run records (clients show it with the reply).
+        "model": (row.run_model or None) if row.role == "assistant" else None,
     }
 
 

@@ -206,9 +206,13 @@ def test_send_needs_something_to_send_and_escape_stops_a_reply(
     chosen = tmp_path / "notes.txt"
     chosen.write_text("notes")
     page.set_input_files("#attach-input", str(chosen))
-    expect(page.locator("#composer")).to_have_value(re.compile(r"Attached: .*notes\.txt"))
+    expect(page.locator("#attachments .attachment-name")).to_have_text("notes.txt")
+    expect(page.locator("#composer")).to_have_value("")
     expect(send).to_be_enabled()
-    page.fill("#composer", "")
+    # Taken off again: nothing to send.
+    page.locator("#attachments .attachment-remove").click()
+    expect(page.locator("#attachments .attachment")).to_have_count(0)
+    expect(send).to_be_disabled()
 
     # Escape while a reply is being written stops it there; the part said stays.
     llm.reply(LONG, chunks=40, chunk_delay=0.15)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -96,12 +97,16 @@ async def test_streamed_turn_with_tools_frame_by_frame(
     used = frames[-2].pop("usage")
     assert frames[-2] == {"type": "thinking_finished", "run_id": run_id}
     assert used["total_tokens"] > 0 and used["cost"] is None and used["unpriced_runs"] == 1
+    # The reply names the model that wrote it, and when.
+    assert frames[0]["model"] == "openai/scripted"
+    assert datetime.fromisoformat(frames[-1].pop("created")).tzinfo is not None
     assert frames[-1] == {
         "type": "message",
         "role": "assistant",
         "content": "Written **a.txt**, all done.",
         "run_id": run_id,
         "usage": used,
+        "model": "openai/scripted",
     }
     call = next(f for f in frames if f["type"] == "tool_call")
     assert call["name"] == "write_file" and call["arguments"] == {"path": "a.txt", "content": "A"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 from pathlib import Path
 from unittest.mock import ANY
 
@@ -50,7 +51,7 @@ async def test_turn_saves_every_message_and_a_run_record(llm: ScriptedLLM, works
     assert {m.run_id for m in saved} == {run.id}
 
     frames = events.frames()
-    assert frames[0] == {"type": "thinking_started", "run_id": str(run.id)}
+    assert frames[0] == {"type": "thinking_started", "run_id": str(run.id), "model": run.model}
     assert frames[1] == {
         "type": "message",
         "role": "user",
@@ -60,12 +61,15 @@ async def test_turn_saves_every_message_and_a_run_record(llm: ScriptedLLM, works
     used = frames[-2].pop("usage")
     assert frames[-2] == {"type": "thinking_finished", "run_id": str(run.id)}
     assert used["total_tokens"] == run.usage["total_tokens"] and used["cost"] is None
+    written = frames[-1].pop("created")
+    assert run.finished <= datetime.fromisoformat(written) < run.finished + timedelta(seconds=5)
     assert frames[-1] == {
         "type": "message",
         "role": "assistant",
         "content": "Done.",
         "run_id": str(run.id),
         "usage": used,
+        "model": run.model,
     }
 
 

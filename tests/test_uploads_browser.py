@@ -1,5 +1,6 @@
 """The chat page's attach button in a real headless Chromium: the chosen file lands in the
-user's folder, its path in the message box, and a file past the cap is refused aloud."""
+user's folder, shows as a chip above the message box, its path goes with the next message,
+and a file past the cap is refused aloud."""
 
 from __future__ import annotations
 
@@ -41,7 +42,10 @@ def test_a_file_attached_on_the_page(
     chooser.value.set_files(str(chosen))
 
     composer = page.locator("#composer")
-    expect(composer).to_have_value("Please sum these up\nAttached: uploads/figures.csv\n")
+    chips = page.locator("#attachments .attachment")
+    expect(chips).to_have_count(1)
+    expect(chips.first).to_have_attribute("data-path", "uploads/figures.csv")
+    expect(composer).to_have_value("Please sum these up")
     expect(composer).to_be_focused()
     stored = workspace / "users" / USERNAME / "uploads" / "figures.csv"
     assert stored.read_text() == "apples,42\n"
@@ -58,15 +62,17 @@ def test_a_file_attached_on_the_page(
     page.keyboard.press("Enter")
     assert page.evaluate("window.chooserOpened") is True
     page.set_input_files("#attach-input", str(chosen))
-    expect(composer).to_have_value(
-        "Please sum these up\nAttached: uploads/figures.csv\nAttached: uploads/figures (1).csv\n"
-    )
+    expect(chips).to_have_count(2)
+    expect(chips.nth(1)).to_have_attribute("data-path", "uploads/figures (1).csv")
     assert (stored.parent / "figures (1).csv").read_text() == "apples,42\n"
 
     # The agent is told where the file is, and reads it.
     llm.tool_call("read_file", {"path": "uploads/figures.csv"}).reply("42 apples.")
     page.press("#composer", "Enter")
-    expect(page.locator(".msg.user").last).to_contain_text("Attached: uploads/figures.csv")
+    expect(page.locator(".msg.user").last).to_have_text(
+        "Please sum these up\nAttached: uploads/figures.csv\nAttached: uploads/figures (1).csv"
+    )
+    expect(chips).to_have_count(0)
     expect(page.locator(".msg.assistant").last).to_contain_text("42 apples.")
     tool_results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert "apples,42" in tool_results[0]["content"]
@@ -81,6 +87,7 @@ def test_a_file_attached_on_the_page(
         "Could not attach big.bin: The file is too large: at most 1000 bytes are accepted."
     )
     expect(composer).to_have_value("")
+    expect(chips).to_have_count(0)
     expect(attach).to_be_enabled()
     assert sorted(p.name for p in stored.parent.iterdir()) == ["figures (1).csv", "figures.csv"]
 
@@ -107,9 +114,10 @@ def test_files_dropped_on_the_chat_are_attached(
     expect(main).to_have_class(re.compile(r"\bdropping\b"))
     main.dispatch_event("drop", {"dataTransfer": drop})
 
-    expect(page.locator("#composer")).to_have_value(
-        "Attached: uploads/one.csv\nAttached: uploads/two.csv\n"
-    )
+    chips = page.locator("#attachments .attachment")
+    expect(chips).to_have_count(2)
+    expect(chips.nth(0)).to_have_attribute("data-path", "uploads/one.csv")
+    expect(chips.nth(1)).to_have_attribute("data-path", "uploads/two.csv")
     expect(main).not_to_have_class(re.compile(r"\bdropping\b"))
     folder = workspace / "users" / USERNAME / "uploads"
     assert (folder / "one.csv").read_text() == "a,1\n"

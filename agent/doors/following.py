@@ -63,5 +63,11 @@ class RunFollower:
             self.followed = None
             await self.send(ThinkingFinished(run_id=run_id).to_dict())
             if run.status != Run.Status.CANCELLED and run.text:
-                reply = MessageEvent(role="assistant", content=run.text, run_id=run_id)
+                reply = MessageEvent(
+                    role="assistant",
+                    content=run.text,
+                    run_id=run_id,
+                    model=run.model or None,
+                    created=run.finished.isoformat() if run.finished else None,
+                )
                 await self.send(reply.to_dict())

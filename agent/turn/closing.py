@@ -16,6 +16,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.utils import timezone
+
 from agent.conf import AgentSettings
 from agent.events import Emit, MessageEvent, ThinkingFinished
 from agent.gate import WaitingCall
@@ -146,15 +148,16 @@ class RunClose:
         repeated = succeeded and here and self.delivery.repeats(outcome.text)
         if not cancelled and not silent and not repeated:
             failed = status == Run.Status.FAILED and outcome.error_kind not in SPOKEN_FAILURES
-            await self.emit(
-                MessageEvent(
-                    role="assistant",
-                    content=outcome.text,
-                    run_id=self.run_id,
-                    usage=used,
-                    error=True if failed else None,
-                )
+            reply = MessageEvent(
+                role="assistant",
+                content=outcome.text,
+                run_id=self.run_id,
+                usage=used,
+                error=True if failed else None,
+                model=self.run.model or None,
+                created=timezone.now().isoformat(),
             )
+            await self.emit(reply)
         if self.exporting:  # after the answer, which the spans must not hold up
             await asyncio.to_thread(self._export, outcome, str(status))
         if self.hooks is not None:

@@ -208,7 +208,7 @@ class TurnRunner:
             )
         else:
             history = []
-        await self.emit(ThinkingStarted(run_id=self.run_id))
+        await self.emit(ThinkingStarted(run_id=self.run_id, model=self.model or None))
         # A turn that goes on from its client's results has its user message already.
         fresh = self.resuming is None and self.options.continuation is None
         said = attachments.stored_text(self.content, self.options.files)

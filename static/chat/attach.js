@@ -1,17 +1,18 @@
 // The attach button, and files dropped on the chat: each goes into the user's folder (POST
-// /api/uploads) and its path into the message box, so that the next message tells the agent
-// where the file is.
+// /api/uploads) and shows as a chip above the message box, with its name and a button that
+// takes it off; the next message sent tells the agent where each attached file is.
 
-import { csrfToken } from "./util.js";
+import { el, icon, csrfToken } from "./util.js";
 
 export class Attach {
   /**
-   * dom: {button, input, dropZone}; options: {url, onAttached(path), onError(message),
-   * onLoginLost()}
+   * dom: {button, input, dropZone, chips (the list the chips go in)}; options: {url,
+   * onAttached(path), onRemoved(), onError(message), onLoginLost()}
    */
   constructor(dom, options) {
     this.dom = dom;
     this.o = options;
+    this.paths = []; // what the next message carries, in the order attached
     dom.button.addEventListener("click", () => dom.input.click());
     dom.input.addEventListener("change", () => {
       const file = dom.input.files && dom.input.files[0];
@@ -85,6 +86,58 @@ export class Attach {
       const detail = data && typeof data.detail === "string" ? data.detail : `${response.status} ${response.statusText}`.trim();
       return () => this.o.onError(`Could not attach ${file.name}: ${detail}`);
     }
-    return () => this.o.onAttached(data.path);
+    return () => {
+      this.add(data.path);
+      this.o.onAttached(data.path);
+    };
+  }
+
+  get count() {
+    return this.paths.length;
+  }
+
+  /** `text` with a line for each attached file after it (how the agent learns of them), and
+   * the chips gone: they leave with this message. */
+  takeInto(text) {
+    const lines = this.paths.map((path) => `Attached: ${path}`);
+    this.paths = [];
+    this.render();
+    const body = text.replace(/\s+$/, "");
+    return [body, ...lines].filter(Boolean).join("\n");
+  }
+
+  add(path) {
+    this.paths.push(path);
+    this.render();
+  }
+
+  remove(index) {
+    this.paths.splice(index, 1);
+    this.render();
+  }
+
+  render() {
+    const { chips } = this.dom;
+    chips.replaceChildren(
+      ...this.paths.map((path, index) => {
+        const name = path.split("/").pop() || path;
+        const remove = el(
+          "button",
+          { type: "button", class: "attachment-remove", "aria-label": `Remove ${name}`, title: `Remove ${name}` },
+          icon("close"),
+        );
+        remove.addEventListener("click", () => {
+          this.remove(index);
+          this.o.onRemoved?.();
+        });
+        return el(
+          "li",
+          { class: "attachment", title: path, dataset: { path } },
+          el("span", { class: "attachment-name", text: name }),
+          remove,
+        );
+      }),
+    );
+    chips.hidden = !this.paths.length;
   }
 }

@@ -2,7 +2,7 @@
 // together; keeps the header and the outbox, and routes between chats.
 // Template values come from data-* attributes on <body> (see templates/chat.html).
 
-import { newChatId, formatUsage } from "./util.js";
+import { el, newChatId, formatUsage } from "./util.js";
 import { Conversation } from "./conversation.js";
 import { Sidebar, chatUrl } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
@@ -121,14 +121,32 @@ const composer = new Composer(
     sendLabel: $("send-label"),
     hint: $("composer-hint"),
   },
-  { onSubmit: submitMessage, onStop: stopTurn, escapeStops: () => state.running },
+  {
+    onSubmit: submitMessage,
+    onStop: stopTurn,
+    escapeStops: () => state.running,
+    // (`attach` is made below; asked only once the page is up)
+    hasAttachments: () => attach.count > 0,
+  },
 );
 
-new Attach(
-  { button: $("attach"), input: $("attach-input"), dropZone: document.querySelector(".main") },
+const attach = new Attach(
+  {
+    button: $("attach"),
+    input: $("attach-input"),
+    dropZone: document.querySelector(".main"),
+    chips: $("attachments"),
+  },
   {
     url: config.uploadsUrl,
-    onAttached: (path) => composer.addLine(`Attached: ${path}`),
+    onAttached: () => {
+      composer.updateSendable();
+      composer.focus();
+    },
+    onRemoved: () => {
+      composer.updateSendable();
+      composer.focus();
+    },
     onError: (message) => notice(message),
     onLoginLost: () => goLogin(),
   },
@@ -243,7 +261,8 @@ function updateHeader() {
   picker.show(model);
   // The chat's runs so far, summed by the server (`usage` of the sessions list).
   const used = session && session.usage && session.usage.total_tokens ? formatUsage(session.usage) : "";
-  dom.usage.textContent = used ? `This chat: ${used}` : "";
+  dom.usage.replaceChildren(...(used ? [el("span", { class: "usage-label", text: "This chat: " }), used] : []));
+  dom.usage.title = used ? `This chat so far: ${used}` : "";
   dom.usage.hidden = !used;
   document.title = `${title} · agentsite`;
 }
@@ -295,9 +314,10 @@ function onHistory(f) {
 // ---- sending ------------------------------------------------------------
 
 async function submitMessage() {
+  if ((!composer.value.trim() && !attach.count) || socket.fatal) return;
   // (the question is a modal dialog: the text cannot change while it is asked)
-  if (!composer.value.trim() || socket.fatal || !(await approvals.confirmSend(composer.value))) return;
-  const text = composer.value;
+  if (!(await approvals.confirmSend(composer.value))) return;
+  const text = attach.takeInto(composer.value);
   if (socket.send({ type: "message", content: text })) {
     conv.addUser(text, { pending: true });
   } else {

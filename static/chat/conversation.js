@@ -5,6 +5,7 @@
 import { el, icon, copyButton, contentText, formatUsage } from "./util.js";
 import { renderMarkdown } from "./markdown.js";
 import { toolCard, showResult, settleCard } from "./toolcards.js";
+import { markWriter } from "./provenance.js";
 
 const NOTE_MAX = 300;
 const norm = (text) => contentText(text).replace(/\s+/g, " ").trim();
@@ -356,6 +357,7 @@ export class Conversation {
         node.dataset.id = m.id ?? "";
         if (m.stopped) markStopped(node);
         if (m.run_usage) this.addUsage(node, m.run_usage);
+        markWriter(node, m);
       }
       for (const call of m.tool_calls || []) {
         const fn = call.function || {};

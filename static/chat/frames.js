@@ -2,6 +2,7 @@
 // and system lines go to the conversation; the rest the page is told through `page`.
 
 import { contentText } from "./util.js";
+import { markWriter } from "./provenance.js";
 
 const ENDS_THINKING = new Set(["stream_start", "tool_call", "message", "thinking_finished"]);
 
@@ -17,11 +18,13 @@ export class Frames {
   constructor(page) {
     this.page = page;
     this.last = ""; // the type of the previous frame
+    this.turn = { runId: null, model: null }; // the running turn, as thinking_started named it
   }
 
   /** Another chat: no previous frame. */
   reset() {
     this.last = "";
+    this.turn = { runId: null, model: null };
   }
 
   handle(f) {
@@ -33,6 +36,7 @@ export class Frames {
         this.page.onHistory(f);
         break;
       case "thinking_started":
+        this.turn = { runId: f.run_id || null, model: f.model || null };
         setRunning(true, f.run_id);
         break;
       case "stream_start":
@@ -41,9 +45,14 @@ export class Frames {
       case "stream_chunk":
         conv.streamChunk(f.msg_id, typeof f.content === "string" ? f.content : contentText(f.content));
         break;
-      case "stream_end":
+      case "stream_end": {
+        const streamed = conv.streams.get(f.msg_id);
         conv.streamEnd(f.msg_id, Boolean(f.discarded), Boolean(f.stopped));
+        // Written now, by the turn's model; the turn's reply frame, if it is this text, says
+        // the same from the server.
+        if (streamed && streamed.node.isConnected) this.markWriter(streamed.node, { run_id: streamed.runId });
         break;
+      }
       case "thinking":
         if (f.note) conv.thinkingNote(contentText(f.content));
         else conv.thinkingChunk(contentText(f.content));
@@ -141,13 +150,25 @@ export class Frames {
       const streamed = conv.claimStreamed(text, f.run_id);
       if (streamed) {
         conv.addUsage(streamed, f.usage); // the streamed bubble already shows this reply
+        this.markWriter(streamed, f);
         refreshSoon();
         return;
       }
     }
     if (role === "system") conv.addSystem(text);
-    else if (text.trim()) conv.addUsage(conv.addAssistant(text).node, f.usage);
+    else if (text.trim()) {
+      const { node } = conv.addAssistant(text);
+      conv.addUsage(node, f.usage);
+      this.markWriter(node, f);
+    }
     refreshSoon();
+  }
+
+  /** Name the reply's model and time: the frame's, else the running turn's model and now. */
+  markWriter(node, f) {
+    const ours = Boolean(f.run_id) && f.run_id === this.turn.runId;
+    const model = f.model || (ours ? this.turn.model : null);
+    markWriter(node, { model, created: f.created || new Date().toISOString() });
   }
 }
 

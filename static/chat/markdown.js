@@ -77,7 +77,17 @@ function remoteMedia(node) {
   return found;
 }
 
+// A table column's alignment (`|--:|`), which marked writes as an `align` attribute: the
+// stylesheet's own `text-align` would override that, so it becomes a class instead.
+const ALIGNMENTS = new Set(["left", "center", "right"]);
+
 if (DOMPurify) {
+  DOMPurify.addHook("beforeSanitizeAttributes", (node) => {
+    if (node.tagName !== "TH" && node.tagName !== "TD") return;
+    const align = (node.getAttribute("align") || "").toLowerCase();
+    node.removeAttribute("align");
+    if (ALIGNMENTS.has(align)) node.classList.add(`align-${align}`);
+  });
   DOMPurify.addHook("afterSanitizeAttributes", (node) => {
     // Every link opens in a new tab without handing over window.opener or the referrer.
     if (node.tagName === "A" && node.hasAttribute("href")) {
