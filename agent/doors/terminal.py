@@ -8,6 +8,7 @@ clears the screen, `ESC ] 52 ;` writes the operator's clipboard."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.cleantext import visible
@@ -17,6 +18,7 @@ from agent.events import (
     StreamChunk,
     StreamEnd,
     Thinking,
+    ThinkingFinished,
     ToolCallEvent,
     ToolResult,
 )
@@ -40,13 +42,14 @@ def tool_hint(name: str, arguments: Any) -> str:
 def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:
     """Ask on the terminal whether a call that waits for approval may run: whether it may,
     and whether its tool may from now on in this session ("always"). No answer (end of
-    input, Ctrl-C) is a no."""
+    input, Ctrl-C) is a no, and says so."""
     hint = tool_hint(call["name"], call["arguments"])
     while True:
         try:
             answer = input(f"  ? Allow {hint}? [y]es / [n]o / [a]lways: ").strip().lower()
         except (EOFError, KeyboardInterrupt):
-            sys.stdout.write("\n")
+            sys.stdout.write("\n  declined\n")
+            sys.stdout.flush()
             return False, False
         if answer in ("y", "yes"):
             return True, False
@@ -54,6 +57,32 @@ def ask_approval(call: dict[str, Any]) -> tuple[bool, bool]:
             return True, True
         if answer in ("n", "no"):
             return False, False
+
+
+def usage_line(usage: Mapping[str, Any] | None) -> str:
+    """What a run used and cost, as the chat page says it under a reply (`formatUsage` in
+    static/chat/util.js): `1,234 tokens · $0.0012`, or the cost unknown when the model has
+    no price. Nothing for a run that used no tokens (a slash command's)."""
+    tokens = int((usage or {}).get("total_tokens") or 0)
+    if not usage or tokens <= 0:
+        return ""
+    words = f"{tokens:,} token{'' if tokens == 1 else 's'}"
+    cost = usage.get("cost")
+    if isinstance(cost, int | float):
+        return f"{words} · {dollars(cost)}"
+    priced = float(usage.get("priced_cost") or 0)
+    if not usage.get("unpriced_runs"):
+        return words
+    return f"{words} · {dollars(priced)} + unpriced" if priced > 0 else f"{words} · cost unknown"
+
+
+def dollars(amount: float) -> str:
+    """`$5.00`, `$0.50`, `$0.00125`: cents, or as many decimals as a small sum needs (six
+    at most)."""
+    if amount >= 1:
+        return f"${amount:.2f}"
+    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{decimals.ljust(2, '0')}"
 
 
 def hard_breaks(text: str) -> str:
@@ -165,6 +194,8 @@ class RichPrinter:
         self.console = console
         self.live: Live | None = None
         self.text = ""
+        # What the run used and cost, once it is recorded (`usage_line`).
+        self.usage: dict[str, Any] | None = None
 
     async def __call__(self, event: Event) -> None:
         from rich.live import Live
@@ -204,6 +235,8 @@ class RichPrinter:
             self.console.print(
                 f"  … {visible(event.content)}", style="dim italic", markup=False, highlight=False
             )
+        elif isinstance(event, ThinkingFinished):
+            self.usage = event.usage or self.usage
         elif (
             isinstance(event, MessageEvent) and event.role != "user" and event.content != self.text
         ):
@@ -214,6 +247,10 @@ class RichPrinter:
         if self.live is not None:
             self.live.stop()
             self.live = None
+            if not self.console.is_terminal:
+                # rich ends the reply's line itself only at a terminal; in a pipe what
+                # follows would run on from its last line.
+                self.console.line()
             if discarded:
                 self.console.print("  (that answer was cut off; trying again)", style="dim")
 

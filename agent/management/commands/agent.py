@@ -6,10 +6,8 @@ in a chat; with `-m` there is no one to ask, so it is declined unless `--yes` al
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO, cast
 from uuid import UUID
 
@@ -17,7 +15,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.checks import require_settings
 from agent.conf import agent_settings
-from agent.doors.terminal import PlainPrinter, RichPrinter, ask_approval, tool_hint, visible
+from agent.doors.terminal import (
+    PlainPrinter,
+    RichPrinter,
+    ask_approval,
+    tool_hint,
+    usage_line,
+    visible,
+)
+from agent.doors.terminal_input import keys_unechoed, message_reader
 from agent.events import Emit
 from agent.management.accounts import account
 from agent.turn import (
@@ -115,39 +121,43 @@ class Command(BaseCommand):
 
         console = Console()
         user = f" as [cyan]{escape(session.owner.get_username())}[/]" if session.owner else ""
-        history = agent_settings().data_dir / "cli_history"
-        _load_history(history)
+        read = message_reader(agent_settings().data_dir / "cli_history")
         console.print(
             f"[bold]agentsite[/] · session [cyan]{escape(session.key)}[/]{user} · "
             "/help for commands, exit to leave"
         )
         while True:
             try:
-                line = input("› ").strip()
+                line = read("› ").strip()
             except (EOFError, KeyboardInterrupt):
-                console.print()
+                # Ctrl-D or Ctrl-C on an empty line, or the end of what was piped in.
                 break
             if line.lower() in EXIT_WORDS:
                 break
             if not line:
                 continue
-            _save_history(history)
             printer = RichPrinter(console)
             ask = self._without_asking if self.yes else ask_approval
             try:
-                result = runner.run(
-                    run_turn(session, line, channel=CHANNEL, emit=printer, model=model)
-                )
+                with keys_unechoed():
+                    result = runner.run(
+                        run_turn(session, line, channel=CHANNEL, emit=printer, model=model)
+                    )
                 printer.close()
                 self._answer(runner, result, session, printer, ask)
             except TurnError as exc:
                 console.print(visible(str(exc)), style="red", markup=False, highlight=False)
                 continue
             except (KeyboardInterrupt, asyncio.CancelledError):
+                printer.close()
                 console.print("[yellow]stopped[/]")
-                continue
             finally:
                 printer.close()
+            used = usage_line(printer.usage)
+            if used:
+                # rich dims it at a terminal only; a pipe gets the words.
+                console.print(used, style="dim", markup=False, highlight=False)
+        console.print("Bye.")
 
     def _answer(
         self,
@@ -175,7 +185,8 @@ class Command(BaseCommand):
                     )
                 except TurnError as exc:  # its time ran out meanwhile, say
                     self.stderr.write(f"  {visible(str(exc))}")
-            resumed = runner.run(resume_turn(run_id, emit=printer))
+            with keys_unechoed():
+                resumed = runner.run(resume_turn(run_id, emit=printer))
             if resumed is None:
                 self.stderr.write("  the turn goes on elsewhere (its calls were answered there)")
                 break
@@ -197,19 +208,3 @@ def failure_line(result: TurnResult) -> str:
     if result.error_kind == "transient" and result.endpoint:
         return f"{text} (tried {result.endpoint})"
     return text
-
-
-def _load_history(path: Path) -> None:
-    with contextlib.suppress(ImportError, OSError):
-        import readline
-
-        readline.read_history_file(path)
-
-
-def _save_history(path: Path) -> None:
-    with contextlib.suppress(ImportError, OSError):
-        import readline
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        readline.set_history_length(1000)
-        readline.write_history_file(path)
