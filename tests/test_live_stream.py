@@ -194,9 +194,9 @@ async def test_a_tab_of_another_process_joins_through_the_layer(
     llm: ScriptedLLM, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As a tab served by another daphne process sees the turn: it asks through the layer.
-    from agent.doors import chat
+    from agent.doors import watching
 
-    monkeypatch.setattr(chat, "join_stream_here", lambda *args: False)
+    monkeypatch.setattr(watching, "join_stream_here", lambda *args: False)
     llm.reply(STORY, chunks=30, chunk_delay=0.05)
     first, _ = await open_chat("live8", token)
     second, _ = await open_chat("live8", token)

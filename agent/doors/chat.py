@@ -31,18 +31,17 @@ import logging
 import math
 from collections.abc import Callable
 from typing import Any
-from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent.doors import chat_frames
 from agent.doors.credentials import Revoked
-from agent.doors.following import RunFollower
 from agent.doors.frame_json import UnreadableFrame, read_frame
-from agent.doors.joining import JoinMark, StreamJoin
+from agent.doors.joining import JoinMark
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
 from agent.doors.socket_turns import RUNNING, SocketTurns, without_replies
+from agent.doors.watching import TurnViews
 from agent.events import (
     Earlier,
     Emit,
@@ -66,8 +65,6 @@ from agent.turn import (
     history_page,
     is_command,
     is_running_here,
-    join_stream_here,
-    leave_stream_here,
     listen_to_relayed,
     open_session,
     rerun_turn,
@@ -99,10 +96,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_key = ""
     session_id: int | None = None
     group = ""
-    follower: RunFollower | None = None
-    joiner: StreamJoin | None = None
-    # The turn of this process whose stream the socket joined (`join_stream_here`).
-    here: UUID | None = None
+    views: TurnViews | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -147,11 +141,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(frame)
         for request in opening.requests:
             await self.send_json(request.to_dict())
+        self.views = TurnViews(self.channel_name, self._send_frame)
         if unfinished is not None:
             if running:
-                self._join_stream(unfinished.pk)
+                self.views.stream(unfinished.pk)
             elif not is_running_here(session.pk):
-                self._follow(str(unfinished.pk))
+                self.views.follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
         if self.group:
@@ -159,12 +154,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.stop_relay()
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.access.leave()
-        if self.follower is not None:
-            self.follower.stop()
-        if self.joiner is not None:
-            await self.joiner.leave()
-        if self.here is not None:
-            leave_stream_here(self.here, self.channel_name)
+        if self.views is not None:
+            await self.views.close()
         self.session_id = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -357,41 +348,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if message.get("origin") == self.channel_name:
             return
         frame = message["frame"]
-        kind = frame.get("type")
-        if kind == "thinking_finished" and self.follower is not None:
-            self.follower.ended(frame.get("run_id", ""))
         await self._send_frame(frame)
-        if kind == "thinking_started" and frame.get("run_id"):
-            self._join_stream(UUID(frame["run_id"]))
-
-    def _join_stream(self, run_id: UUID) -> None:
-        """Stream the reply of a turn this socket did not start, as the socket that did sees
-        it: the turn sends this one its chunks, which never travel the group. A turn of this
-        process's joins at once; one elsewhere is asked through the layer (`join_stream`),
-        and watched, in case its events never get here."""
-        if run_id in (self.here, self.joiner and self.joiner.run_id):
-            return
-        self._leave_stream()
-        if join_stream_here(run_id, self.channel_name, self._send_frame):
-            self.here = run_id
-            return
-        self.joiner = StreamJoin(run_id, self.channel_name)
-        self._follow(str(run_id))
-
-    def _leave_stream(self) -> None:
-        # The turn joined before has ended: turns of a session run one at a time.
-        if self.here is not None:
-            leave_stream_here(self.here, self.channel_name)
-            self.here = None
-        if self.joiner is not None:
-            self.joiner.drop()
-            self.joiner = None
+        if self.views is not None:
+            self.views.heard(frame)
 
     async def live_joined(self, message: dict[str, Any]) -> None:
         """The running turn took this socket's request to join its stream (`join_stream`);
         its frames follow."""
-        if self.joiner is not None:
-            self.joiner.took()
+        if self.views is not None:
+            self.views.took()
 
     async def user_access(self, message: dict[str, Any]) -> None:
         """The user's access changed (`fanout.ACCESS`)."""
@@ -423,12 +388,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self.session_id is not None:
             self.session_id = None
             await self.close(code=CLOSE_DELETED)
-
-    def _follow(self, run_id: str) -> None:
-        """Watch a turn this socket shows running but did not start (`following`)."""
-        if self.follower is None:
-            self.follower = RunFollower(self._send_frame)
-        self.follower.follow(run_id)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.session_id is None:
