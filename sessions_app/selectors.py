@@ -137,6 +137,10 @@ CONTEXT_BEFORE = 10
 MAX_PAGE = 1_000
 
 
+# What `_shown` reads of a message's run.
+SHOWN_FROM_RUN = {"run_channel": F("run__channel"), "run_model": F("run__model")}
+
+
 def display_page(
     *, session_id: int, limit: int, before: int | None = None, back_to: int | None = None
 ) -> DisplayPage:
@@ -150,11 +154,10 @@ def display_page(
         limit = min(max(limit, reach), MAX_PAGE)
     rows = list(
         older.annotate(
-            run_channel=F("run__channel"),
+            **SHOWN_FROM_RUN,
             run_usage=F("run__usage"),
             run_cost=F("run__cost"),
             run_finished=F("run__finished"),
-            run_model=F("run__model"),
         ).order_by("-id")[:limit]
     )
     has_more = bool(rows) and live.filter(id__lt=rows[-1].id).exists()
@@ -178,7 +181,9 @@ def display_page(
 def version_page(*, session_id: int, message_id: int) -> list[dict[str, Any]] | None:
     """The earlier version of the conversation that starts at message `message_id` (one an
     edit or a regeneration replaced), as a client shows messages; None if there is none."""
-    rows = versions.version_rows(session_id=session_id, message_id=message_id)
+    rows = versions.version_rows(
+        session_id=session_id, message_id=message_id, annotations=SHOWN_FROM_RUN
+    )
     if rows is None:
         return None
     shown = [_shown(row) for row in rows]

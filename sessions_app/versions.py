@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F
-
 from sessions_app.models import Message
 
 
@@ -69,10 +67,12 @@ def add_versions(session_id: int, shown: list[dict[str, Any]]) -> None:
         message["versions"] = {"earlier": earlier, "edited": edited}
 
 
-def version_rows(*, session_id: int, message_id: int) -> list[Any] | None:
+def version_rows(
+    *, session_id: int, message_id: int, annotations: dict[str, Any]
+) -> list[Any] | None:
     """The messages of the earlier version that starts at message `message_id` of the
-    session, oldest first, annotated as `selectors.display_page` reads them; None if no
-    message of the session's was replaced there."""
+    session, oldest first, with `annotations` (what `selectors` shows of a message beyond
+    its fields); None if no message of the session's was replaced there."""
     replacing = _replacing(session_id)
     ends = [message for message, earlier, _ in replacing if earlier == message_id]
     if not ends:
@@ -81,7 +81,7 @@ def version_rows(*, session_id: int, message_id: int) -> list[Any] | None:
         Message.objects.filter(
             session_id=session_id, archived=True, id__gte=message_id, id__lt=ends[0]
         )
-        .annotate(run_channel=F("run__channel"))
+        .annotate(**annotations)
         .order_by("id")
     )
     # Versions replaced inside this one: from the message replaced to the one that replaced it.
