@@ -9,6 +9,7 @@ daphne process's CPU time per chunk the model wrote, and how many chunks never a
 watches the reply stream), and what the second tab costs as ratios.
 
     .venv/bin/python bench/stream_latency.py [--chunks 2000] [--sessions 1 50] [--tabs 1 2]
+                                             [--runs 3] [--json PATH]
     .venv/bin/python bench/stream_latency.py --chunks 500 --interval 0.01   # 100 chunks/s each
 """
 
@@ -93,7 +94,8 @@ async def measure(
     server_pid: int,
     tabs: int = 1,
     note: str = "",
-) -> tuple[list[Row], dict[str, float]]:
+) -> dict[str, float]:
+    """One run of `sessions` sessions with `tabs` sockets each: its figures, printed."""
     delays: list[float] = []
     cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
@@ -103,27 +105,41 @@ async def measure(
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(server_pid) - cpu_before
     total = sum(counts)
-    expected = sessions * chunks * tabs
     ordered = sorted(delays)
-    p50 = statistics.median(ordered)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    # CPU per chunk the model wrote: what a second tab adds shows in it.
-    cpu_per_chunk = cpu * 1e3 / max(sessions * chunks, 1)
+    figures = {
+        "rate": total / elapsed,
+        "p50": statistics.median(ordered),
+        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        # CPU per chunk the model wrote: what a second tab adds shows in it.
+        "cpu": cpu * 1e3 / max(sessions * chunks, 1),
+        "dropped": sessions * chunks * tabs - total,
+    }
     print(
         f"{sessions:>3} session(s) x {tabs} tab(s): {total:>7} chunks in {elapsed:6.2f} s = "
-        f"{total / elapsed:7.0f} chunks/s   delay p50 {p50:6.2f} ms  p99 {p99:7.2f} ms   "
-        f"daphne CPU {cpu_per_chunk:.3f} ms/model chunk   dropped {expected - total}{note}"
+        f"{figures['rate']:7.0f} chunks/s   delay p50 {figures['p50']:6.2f} ms  "
+        f"p99 {figures['p99']:7.2f} ms   daphne CPU {figures['cpu']:.3f} ms/model chunk   "
+        f"dropped {figures['dropped']:.0f}{note}"
     )
+    return figures
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the runs; what was dropped, summed."""
+    middle = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    middle["dropped"] = sum(run["dropped"] for run in runs)
+    return middle
+
+
+def figure_rows(sessions: int, tabs: int, chunks: int, figures: dict[str, float]) -> list[Row]:
     tabs_named = f" x {tabs} tabs" if tabs > 1 else ""
     name = f"{sessions} session{'s' if sessions > 1 else ''}{tabs_named}, {chunks} chunks each"
-    rows = [
-        row("stream_latency", f"{name}: chunks/s", total / elapsed, unit="/s"),
-        row("stream_latency", f"{name}: delay p99", p99, unit="ms"),
-        row("stream_latency", f"{name}: daphne CPU/chunk", cpu_per_chunk * 1e3, unit="µs"),
-        row("stream_latency", f"{name}: dropped", expected - total, target="0",
-            met=total == expected),
+    return [
+        row("stream_latency", f"{name}: chunks/s", figures["rate"], unit="/s"),
+        row("stream_latency", f"{name}: delay p99", figures["p99"], unit="ms"),
+        row("stream_latency", f"{name}: daphne CPU/chunk", figures["cpu"] * 1e3, unit="µs"),
+        row("stream_latency", f"{name}: dropped", figures["dropped"], target="0",
+            met=figures["dropped"] == 0),
     ]  # fmt: skip
-    return rows, {"p50": p50, "p99": p99, "cpu": cpu_per_chunk}
 
 
 def compare_tabs(sessions: int, figures: dict[int, dict[str, float]]) -> list[Row]:
@@ -135,8 +151,9 @@ def compare_tabs(sessions: int, figures: dict[int, dict[str, float]]) -> list[Ro
             continue
         ratios = {k: these[k] / one[k] for k in ("p50", "p99", "cpu")}
         print(
-            f"    {tabs} tabs / 1 tab at {sessions} session(s): delay p50 {ratios['p50']:.2f}x"
-            f"  p99 {ratios['p99']:.2f}x  daphne CPU per model chunk {ratios['cpu']:.2f}x"
+            f"    {tabs} tabs / 1 tab at {sessions} session(s), medians: delay p50 "
+            f"{ratios['p50']:.2f}x  p99 {ratios['p99']:.2f}x  "
+            f"daphne CPU per model chunk {ratios['cpu']:.2f}x"
         )
         name = f"{sessions} session{'s' if sessions > 1 else ''} x {tabs} tabs (floor: 1 tab)"
         compared += [
@@ -165,6 +182,9 @@ def main() -> None:
         type=float,
         default=0.0,
         help="seconds between the model's chunks (0: as fast as it can, a flood)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="runs of each layout; figures are their medians"
     )
     add_json_option(parser)
     args = parser.parse_args()
@@ -240,13 +260,17 @@ def main() -> None:
                 await measure(url, 1, 100_000, **options, note="   (warm-up)")
                 offset = 0
                 for sessions in args.sessions:
-                    figures = {}
-                    for tabs in args.tabs:
-                        offset += 1000
-                        measured, figures[tabs] = await measure(
-                            url, sessions, offset, **options, tabs=tabs
-                        )
-                        rows.extend(measured)
+                    runs: dict[int, list[dict[str, float]]] = {tabs: [] for tabs in args.tabs}
+                    # The layouts take turns, so that a machine busier for a while weighs
+                    # on each alike.
+                    for _ in range(args.runs):
+                        for tabs in args.tabs:
+                            offset += 1000
+                            measured = await measure(url, sessions, offset, **options, tabs=tabs)
+                            runs[tabs].append(measured)
+                    figures = {tabs: medians(measured) for tabs, measured in runs.items()}
+                    for tabs, middle in figures.items():
+                        rows.extend(figure_rows(sessions, tabs, args.chunks, middle))
                     if 1 in figures:
                         rows.extend(compare_tabs(sessions, figures))
 

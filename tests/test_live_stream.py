@@ -138,14 +138,14 @@ async def test_a_joined_tab_gets_the_thinking_notes_and_is_let_go_when_it_closes
     second, _ = await open_chat("live5", token)
     frames = await receive_until(second, "stream_chunk")
     turn = live._turns[UUID(started["run_id"])]
-    assert len(turn.viewers) == 1
+    assert len(turn.here) == 1  # joined in this event loop, no layer between
     await second.disconnect()
     rest = await receive_until(first, "thinking_finished")
     await first.disconnect()
 
     assert "weighing the words" in "".join(f["content"] for f in frames if f["type"] == "thinking")
     assert said(rest) == STORY
-    assert not turn.viewers  # it left, rather than be sent the rest until the layer refused
+    assert not turn.here  # it left, rather than be sent the rest
 
 
 async def test_a_tab_already_open_streams_the_reply_chunk_by_chunk(

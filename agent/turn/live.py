@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
@@ -65,7 +64,9 @@ class LiveTurn:
         self.downstream = emit
         self.msg_id = ""
         self.parts: list[str] = []
-        self.viewers: dict[str, _Viewer | _Here] = {}
+        # Sockets elsewhere, sent to through the channel layer, and those of this loop.
+        self.viewers: dict[str, _Viewer] = {}
+        self.here: dict[str, _Here] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, event: Event) -> Awaitable[None]:
@@ -78,15 +79,30 @@ class LiveTurn:
             self.msg_id, self.parts = event.msg_id, []
         elif isinstance(event, StreamEnd):
             self.msg_id, self.parts = "", []
-        elif self.viewers and event.type in SHARED_TYPES:
-            # It goes to the session's group: the joined sockets get the chunks before it
-            # first, as the turn said them.
-            return self._flush_then(event)
+        elif event.type in SHARED_TYPES:
+            if self.viewers or self.here:
+                # It goes to the session's group: the joined sockets get the chunks before
+                # it first, as the turn said them.
+                return self._flush_then(event)
+            return self.downstream(event)
         if self.viewers:
             # Stream frames, and the ones only the asking socket gets (thinking notes).
             for viewer in list(self.viewers.values()):
                 viewer.push(event)
+        if self.here:
+            if isinstance(event, StreamChunk):
+                waiting = [here for here in self.here.values() if not here.took(event)]
+            else:
+                waiting = list(self.here.values())
+            if waiting:
+                return self._with_here(event, waiting)
         return self.downstream(event)
+
+    async def _with_here(self, event: Event, here: list[_Here]) -> None:
+        # In the turn's own order: these sockets' sends only buffer, as the asking one's do.
+        await self.downstream(event)
+        for socket in here:
+            await socket.take(event)
 
     async def _flush_then(self, event: Event) -> None:
         await self._flush()
@@ -100,29 +116,33 @@ class LiveTurn:
     def join(self, channel: str, send: Send | None = None) -> None:
         """Send `channel` the message so far, then the rest of the turn's stream: through
         the channel layer, or to `send`, a socket's own, when it is of the turn's loop."""
-        if channel in self.viewers:
+        if channel in self.viewers or channel in self.here:
             return
-        viewer: _Viewer | _Here
-        if send is not None:
-            viewer = _Here(send)
-        else:
-            layer = get_channel_layer()
-            if layer is None:
-                return
-            viewer = _Viewer(layer, channel, self)
-        self.viewers[channel] = viewer
+        so_far: list[Event] = []
         if self.msg_id:
-            viewer.push(StreamStart(msg_id=self.msg_id))
-            viewer.push(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)))
+            so_far.append(StreamStart(msg_id=self.msg_id))
+            so_far.append(StreamChunk(msg_id=self.msg_id, content="".join(self.parts)))
+        if send is not None:
+            self.here[channel] = _Here(send, so_far)
+            return
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        viewer = self.viewers[channel] = _Viewer(layer, channel, self)
+        for event in so_far:
+            viewer.push(event)
 
     def leave(self, channel: str) -> None:
-        viewer = self.viewers.pop(channel, None)
-        if isinstance(viewer, _Here):
-            viewer.stop()
+        self.viewers.pop(channel, None)
+        here = self.here.pop(channel, None)
+        if here is not None:
+            here.stop()
 
     async def _flush(self) -> None:
         for viewer in list(self.viewers.values()):
             await viewer.flush()
+        for here in list(self.here.values()):
+            await here.flush()
 
     async def close(self) -> None:
         """The turn is over: what its viewers have not been sent yet leaves now."""
@@ -130,6 +150,7 @@ class LiveTurn:
             del _turns[self.run_id]
         await self._flush()
         self.viewers.clear()
+        self.here.clear()
 
 
 class _Viewer:
@@ -193,33 +214,41 @@ class _Viewer:
 
 class _Here:
     """A socket of the turn's own event loop that joined: the turn's frames go to its `send`
-    in order, as they go to the socket that asked, chunks joined by the same rule."""
+    as they go to the socket that asked, in the same call, chunks joined by the same rule.
+    The text so far leaves at once, on a task of its own: the turn may be in a long tool
+    call, with nothing to send for a while."""
 
-    def __init__(self, send: Send) -> None:
-        self.events: deque[Event] = deque()
+    def __init__(self, send: Send, so_far: list[Event]) -> None:
         self.socket = ChunkCoalescer(send)
-        self.sending: asyncio.Task[None] | None = None
+        self.opening: asyncio.Task[None] | None = None
+        if so_far:
+            self.opening = asyncio.create_task(self._send(so_far), name="live-here")
 
-    def push(self, event: Event) -> None:
-        self.events.append(event)
-        if self.sending is None or self.sending.done():
-            self.sending = asyncio.create_task(self._send(), name="live-here")
+    def took(self, chunk: StreamChunk) -> bool:
+        """Take `chunk` without waiting, if it only joins a frame still held back."""
+        return self.opening is None and self.socket.took(chunk)
 
-    async def _send(self) -> None:
-        while self.events:
+    async def take(self, event: Event) -> None:
+        if self.opening is not None:
+            await asyncio.wait([self.opening])
+            self.opening = None
+        await self._send([event])
+
+    async def _send(self, events: list[Event]) -> None:
+        for event in events:
             try:
-                await self.socket(self.events.popleft())
+                await self.socket(event)
             except Exception:  # the socket's own send drops what a closed tab cannot take
                 logger.debug("a tab that joined could not be sent a frame", exc_info=True)
 
     async def flush(self) -> None:
-        if self.sending is not None:
-            await asyncio.wait([self.sending])
+        if self.opening is not None:
+            await asyncio.wait([self.opening])
         await self.socket.flush()
 
     def stop(self) -> None:
-        if self.sending is not None:
-            self.sending.cancel()
+        if self.opening is not None:
+            self.opening.cancel()
 
 
 def join_stream_here(run_id: UUID, channel: str, send: Send) -> bool:
