@@ -180,7 +180,9 @@ async def test_turn_outlives_a_closed_tab(llm: ScriptedLLM, token: str) -> None:
 
 
 async def test_two_sockets_on_one_session_both_get_the_reply(llm: ScriptedLLM, token: str) -> None:
-    llm.tool_call("list_dir", {}).reply("shared answer")
+    # Streamed slowly enough for the other socket to hear the turn start meanwhile (its
+    # group's frames are held until its joining mark comes back, a while through Redis).
+    llm.tool_call("list_dir", {}).reply("shared answer", chunks=8, chunk_delay=0.2)
     first, _ = await open_chat("m1", token)
     second, _ = await open_chat("m1", token)
 

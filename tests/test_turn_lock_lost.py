@@ -55,7 +55,7 @@ class OverlapWatch(ScriptedLLM):
         super().__init__()
 
     def _next_step(self, body: dict[str, Any]) -> Any:
-        if _last_user_text(body).endswith("\n\nsecond"):
+        if _last_user_text(body) == "second":
             self.open_here_when_second_called.append(self.calls_here)
         return super()._next_step(body)
 
