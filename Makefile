@@ -16,7 +16,7 @@ install: $(VENV)/.installed $(SECRET_KEY_FILE)
 	@# writes it at import (PYTHONDONTWRITEBYTECODE), every process would compile each
 	@# module it loads at every start, 0.3 s of CPU for a manage.py command, which the tests'
 	@# servers, workers and command lines paid hundreds of times.
-	@$(PY) -m compileall -q -j 0 agent agentsite sessions_app cron_app skills_app mcp_app tests bench scripts manage.py
+	@$(PY) -m compileall -q -j 0 agent agentsite sessions_app cron_app skills_app mcp_app teams_app tests bench scripts manage.py
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -87,6 +87,20 @@ class AgentSettings:
     login_address_failure_limit: int
     login_cooloff: int
     proxy_count: int
+    password_login: bool
+    oidc_issuer: str
+    oidc_client_id: str
+    oidc_client_secret: str
+    oidc_groups_claim: str
+    oidc_team_groups: list[str]
+    oidc_scopes: str
+    oidc_button: str
+    ldap_server_uri: str
+    ldap_bind_dn: str
+    ldap_bind_password: str
+    ldap_user_search: str
+    ldap_group_search: str
+    ldap_group_type: str
     model_choices: list[str]  # AGENT_MODELS as given; `models` is what code checks against
     # Derived from the declared ones and the site.
     models: tuple[str, ...]  # the ids users may pick: `model` first, then AGENT_MODELS

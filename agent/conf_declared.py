@@ -314,6 +314,97 @@ SETTINGS: tuple[Setting, ...] = (
         "login_cooloff",
     ),
     Setting(
+        "AGENT_PASSWORD_LOGIN",
+        "bool",
+        True,
+        "people may sign in with a password; false: superusers only (a break-glass account), "
+        "everyone else through the identity provider",
+        "password_login",
+    ),
+    # Teams and the identity provider.
+    Setting(
+        "AGENT_OIDC_ISSUER",
+        "str",
+        "",
+        "the OpenID Connect provider's issuer URL (its /.well-known/openid-configuration is "
+        "read from there); set, the sign-in page leads to it",
+        "oidc_issuer",
+    ),
+    Setting(
+        "AGENT_OIDC_CLIENT_ID", "str", "", "this site's client id at the provider", "oidc_client_id"
+    ),
+    Setting(
+        "AGENT_OIDC_CLIENT_SECRET",
+        "str",
+        "",
+        "this site's client secret at the provider (empty for a public client: PKCE alone)",
+        "oidc_client_secret",
+    ),
+    Setting(
+        "AGENT_OIDC_GROUPS_CLAIM",
+        "str",
+        "groups",
+        "the claim that lists a person's groups; a group named as a team's slug makes them a "
+        "member at each sign-in",
+        "oidc_groups_claim",
+    ),
+    Setting(
+        "AGENT_OIDC_TEAM_GROUPS",
+        "list",
+        ["*"],
+        "which of the provider's groups count as teams, as patterns (support, eng-*); others "
+        "are ignored",
+        "oidc_team_groups",
+    ),
+    Setting(
+        "AGENT_OIDC_SCOPES",
+        "str",
+        "openid email profile",
+        "the scopes asked for at sign-in (add groups where the provider wants it)",
+        "oidc_scopes",
+    ),
+    Setting(
+        "AGENT_OIDC_BUTTON",
+        "str",
+        "Sign in with your organisation",
+        "the sign-in page's button for the provider",
+        "oidc_button",
+    ),
+    Setting(
+        "AGENT_LDAP_SERVER_URI",
+        "str",
+        "",
+        "an LDAP or Active Directory server (ldap://host, ldaps://host); needs the ldap extra",
+        "ldap_server_uri",
+    ),
+    Setting(
+        "AGENT_LDAP_BIND_DN", "str", "", "the account the site searches LDAP with", "ldap_bind_dn"
+    ),
+    Setting("AGENT_LDAP_BIND_PASSWORD", "str", "", "its password", "ldap_bind_password"),
+    Setting(
+        "AGENT_LDAP_USER_SEARCH",
+        "str",
+        "",
+        "where people are, and how they are found: a base DN, then a filter with %(user)s, "
+        "as ou=people,dc=example,dc=com?(uid=%(user)s)",
+        "ldap_user_search",
+    ),
+    Setting(
+        "AGENT_LDAP_GROUP_SEARCH",
+        "str",
+        "",
+        "the base DN of the groups whose names (cn) are teams' slugs",
+        "ldap_group_search",
+    ),
+    Setting(
+        "AGENT_LDAP_GROUP_TYPE",
+        "str",
+        "groupofnames",
+        "how the groups list their members",
+        "ldap_group_type",
+        choices=("groupofnames", "posixgroup", "activedirectory"),
+    ),
+    Setting(
         "AGENT_PROXY_COUNT",
         "int",
         0,

@@ -82,6 +82,9 @@ INSTALLED_APPS = [
     "cron_app",
     "skills_app",
     "mcp_app",
+    "teams_app",
+    "auditlog",
+    "mozilla_django_oidc",
     "agent",
 ]
 
@@ -95,6 +98,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Who made each change the audit log records (django-auditlog).
+    "auditlog.middleware.AuditlogMiddleware",
     # Last, as axes asks: it turns a sign-in that axes refused into the locked-out page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -204,11 +209,40 @@ if _LOGIN_LIMIT and min(_AGENT["AGENT_LOGIN_ADDRESS_FAILURE_LIMIT"], _COOLOFF) <
         "(AGENT_LOGIN_FAILURE_LIMIT=0 turns the sign-in throttle off)"
     )
 AUTHENTICATION_BACKENDS = [
+    # With AGENT_PASSWORD_LOGIN=false, a password signs in a superuser alone (a break-glass
+    # account): everyone else signs in through the identity provider.
+    "agentsite.signin.passwords.PasswordGate",
     # axes' AxesStandaloneBackend, first: it refuses a locked-out sign-in before any
     # password is checked.
     "agentsite.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # The organisation's OpenID Connect provider (AGENT_OIDC_ISSUER): its endpoints come from
+    # the issuer's discovery document (agentsite/signin/oidc.py), so a test or the admin may
+    # set the issuer while the site runs.
+    "agentsite.signin.oidc.ProviderBackend",
 ]
+if _AGENT["AGENT_LDAP_SERVER_URI"]:
+    # LDAP or Active Directory, with the `ldap` extra (agentsite/signin/directory.py).
+    AUTHENTICATION_BACKENDS.insert(1, "agentsite.signin.directory.DirectoryBackend")
+    from agentsite.signin.directory import ldap_settings
+
+    globals().update(ldap_settings(_AGENT))
+
+# mozilla-django-oidc: the authorization code flow with PKCE, the id token signed with the
+# provider's key (RS256, from its JWKS), a person made on first sign-in.
+OIDC_RP_CLIENT_ID = _AGENT["AGENT_OIDC_CLIENT_ID"]
+OIDC_RP_CLIENT_SECRET = _AGENT["AGENT_OIDC_CLIENT_SECRET"]
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = _AGENT["AGENT_OIDC_SCOPES"]
+OIDC_USE_PKCE = True
+OIDC_CREATE_USER = True
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATE_CLASS = "agentsite.signin.oidc.ProviderRedirect"
+OIDC_CALLBACK_CLASS = "agentsite.signin.oidc.ProviderCallback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?provider_failed=1"
+
+# The audit log (django-auditlog): who changed what, when; the admin and GET /api/audit.
+AUDITLOG_INCLUDE_ALL_MODELS = False
 AXES_ENABLED = _LOGIN_LIMIT > 0
 AXES_FAILURE_LIMIT = max(_LOGIN_LIMIT, 1)
 # Either one locks: the username's failures from any address, or the address's failures

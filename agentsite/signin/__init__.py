@@ -1,0 +1,1 @@
+"""Signing in: passwords, the organisation's OpenID Connect provider, LDAP."""
