@@ -106,6 +106,16 @@ class AgentSettings:
     models: tuple[str, ...]  # the ids users may pick: `model` first, then AGENT_MODELS
     data_dir: Path
     exec_env: dict[str, str]  # the server's environment without its secrets (settings.py)
+    # A person's settings (`agent.turn.person_settings`): the operator's narrowed by the
+    # person's policy (teams_app.policy). Besides the fields above that a policy narrows
+    # (`model`, `models`, `approve_tools`, `turn_rate`, `exec_network`): the tools the
+    # person's agent may use (None: every tool), the MCP servers and skills assigned to
+    # teams they are not in, and where the models and tools came from, for refusals.
+    allowed_tools: tuple[str, ...] | None = None
+    hidden_mcp_servers: frozenset[str] = frozenset()
+    hidden_skills: frozenset[str] = frozenset()
+    models_from: str = "operator"
+    tools_from: str = "operator"
 
     @property
     def sandbox_uid(self) -> int | None:

@@ -9,6 +9,7 @@ setting; the operator's settings stay the ceiling whatever a team says
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -151,7 +152,7 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
 
-    def expired(self, now: object = None) -> bool:
+    def expired(self, now: datetime | None = None) -> bool:
         return self.expires is not None and self.expires <= (now or timezone.now())
 
 

@@ -45,6 +45,17 @@ def _from(slugs: Iterable[str]) -> str:
     return ("team:" if len(names) == 1 else "teams:") + ",".join(names)
 
 
+def whose(source: str) -> str:
+    """Whose rule a part of a policy is, in words for the person it applies to."""
+    if source == PERSONAL:
+        return "your own policy"
+    if source.startswith("team:"):
+        return f"your team {source[5:]}'s policy"
+    if source.startswith("teams:"):
+        return f"your teams' policies ({source[6:].replace(',', ', ')})"
+    return "this site's settings"
+
+
 @dataclass(frozen=True, slots=True)
 class TeamRef:
     slug: str
@@ -86,24 +97,13 @@ class Policy:
 
     def tool_refusal(self, name: str) -> str:
         """Why a tool is not this person's, in words for them."""
-        return f"the tool {name} is not allowed by {self._whose(self.tools_from)}"
+        return f"the tool {name} is not allowed by {whose(self.tools_from)}"
 
     def model_refusal(self, name: str) -> str:
         listed = ", ".join(self.models) or "none"
         return (
-            f"the model {name} is not available to you ({self._whose(self.models_from)} "
-            f"allows: {listed})"
+            f"the model {name} is not available to you ({whose(self.models_from)} allows: {listed})"
         )
-
-    @staticmethod
-    def _whose(source: str) -> str:
-        if source == PERSONAL:
-            return "your own policy"
-        if source.startswith("team:"):
-            return f"your team {source[5:]}'s policy"
-        if source.startswith("teams:"):
-            return f"your teams' policies ({source[6:].replace(',', ', ')})"
-        return "this site's settings"
 
     def as_json(self) -> dict[str, Any]:
         """As `GET /api/me` shows it: each part as {value, source}."""
@@ -155,20 +155,22 @@ def operator_policy(conf: AgentSettings | None = None) -> Policy:
 
 
 def effective_policy(user: Any, conf: AgentSettings | None = None) -> Policy:
-    """`user`'s policy (sync: two or three queries). None, or an anonymous user: the
-    operator's."""
+    """`user`'s policy (sync: a few queries); `user` may be a user's id. None, or an
+    anonymous user: the operator's."""
     conf = conf or agent_settings()
     base = operator_policy(conf)
-    if user is None or not getattr(user, "pk", None):
+    # A user, or a user's id.
+    user_id = user if isinstance(user, int) else getattr(user, "pk", None)
+    if not user_id:
         return base
     teams = list(
-        Team.objects.filter(group__user=user)
+        Team.objects.filter(group__user=user_id)
         .prefetch_related("admins", "mcp_servers", "skills")
         .order_by("slug")
     )
-    own = PersonalPolicy.objects.filter(user=user).first()
+    own = PersonalPolicy.objects.filter(user_id=user_id).first()
     refs = tuple(
-        TeamRef(team.slug, team.name, any(admin.pk == user.pk for admin in team.admins.all()))
+        TeamRef(team.slug, team.name, any(admin.pk == user_id for admin in team.admins.all()))
         for team in teams
     )
     models, models_from = _models(base, teams, own)

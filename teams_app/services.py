@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -30,12 +30,12 @@ def create_team(*, slug: str, name: str = "", **fields: Any) -> Team:
 
 
 @transaction.atomic
-def set_members(*, team: Team, users: Iterable[AbstractBaseUser]) -> None:
+def set_members(*, team: Team, users: Iterable[User]) -> None:
     team.group.user_set.set(list(users))
 
 
 @transaction.atomic
-def set_admins(*, team: Team, users: Iterable[AbstractBaseUser]) -> None:
+def set_admins(*, team: Team, users: Iterable[User]) -> None:
     """The team's admins, each made a member too: an admin manages a team they belong to."""
     admins = list(users)
     team.admins.set(admins)
@@ -60,7 +60,7 @@ def counted_groups(groups: Iterable[str], patterns: Sequence[str]) -> set[str]:
 @transaction.atomic
 def sync_memberships(
     *,
-    user: AbstractBaseUser,
+    user: User,
     groups: Iterable[str],
     provider: str,
     issuer: str,
@@ -72,13 +72,13 @@ def sync_memberships(
     members are set by hand (`synced` off) are left alone. Returns the slugs they are in."""
     wanted = counted_groups(groups, [p.lower() for p in patterns])
     synced = Team.objects.filter(synced=True).select_related("group")
-    current = set(user.groups.values_list("pk", flat=True))  # type: ignore[attr-defined]
+    current = set(user.groups.values_list("pk", flat=True))
     add = [team.group for team in synced if team.slug in wanted and team.group.pk not in current]
     drop = [team.group for team in synced if team.slug not in wanted and team.group.pk in current]
     if add:
-        user.groups.add(*add)  # type: ignore[attr-defined]
+        user.groups.add(*add)
     if drop:
-        user.groups.remove(*drop)  # type: ignore[attr-defined]
+        user.groups.remove(*drop)
     SignInIdentity.objects.update_or_create(
         issuer=issuer,
         subject=subject,
@@ -100,9 +100,7 @@ def sync_memberships(
     return sorted(Team.objects.filter(group__user=user).values_list("slug", flat=True))
 
 
-def create_token(
-    *, user: AbstractBaseUser, name: str, expires: datetime | None = None
-) -> tuple[ApiToken, str]:
+def create_token(*, user: User, name: str, expires: datetime | None = None) -> tuple[ApiToken, str]:
     """A named token and its secret, which is shown this once and kept only as a digest."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(

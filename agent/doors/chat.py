@@ -133,7 +133,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.access.join()
         await self.mark.send()
         self.stop_relay = listen_to_relayed()
-        opening = await open_session(session)
+        opening = await open_session(session, owner=self.user)
         page, running, unfinished = opening.page, opening.running, opening.unfinished
         frame = History(messages=page.messages, running=running, has_more=page.has_more).to_dict()
         frame["model"] = opening.model
@@ -235,7 +235,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if session_id is None:
             return
         try:
-            chosen = await choose_session_model(session_id=session_id, model=model)
+            chosen = await choose_session_model(session_id=session_id, model=model, owner=self.user)
         except SessionGone as exc:
             await self._error(str(exc))
             await self._close_deleted()

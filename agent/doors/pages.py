@@ -9,14 +9,15 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
 
-from agent.conf import agent_settings
+from agent.turn import settings_for
 from sessions_app import keys
 
 
 @login_required
 def chat(request: HttpRequest, key: str = "") -> HttpResponse:
     """The page; `key` is the session its URL names (see the `chat` converter), "" at `/`."""
-    conf = agent_settings()
+    # The person's: the picker offers the models their teams allow.
+    conf = settings_for(request.user)
     context = {
         "chat_id": keys.path_for_key(key) if key else "",
         # The page checks chat paths with the server's own rule instead of a copy of it.

@@ -69,6 +69,11 @@ What a door may ask for, and what it gets back:
   are kept in the user's `uploads/` and shown to a model that takes them, else refused.
   `prepare_options(options, owner=, model=)` does all that before a door records anything.
 - Read what a run did: `run_trace(run)`, its model calls and tool calls in order.
+- Know a person's settings: `settings_for(user)` (sync) and `person_settings(user)` (async)
+  give the operator's settings narrowed by the person's teams' policy (`teams_app.policy`):
+  their models, tools, approvals, turn rate and `exec`'s network, which every turn reads
+  when it starts; `refused_tools(names, conf)` says why some tools are not theirs, and
+  `NoModelAllowed` is a turn refused because their policy leaves them no model.
 - Count a turn against its user: `take_turn_slot(user_id)`, None when the turn may start,
   else the seconds to wait. `budget_refusal(user)` (async) and `check_budget(user)` say
   whether the user's daily budget is spent: an `OverBudget` (a `TurnError` with
@@ -134,6 +139,7 @@ if TYPE_CHECKING:
     from agent.turn.opening import SessionOpening, open_session
     from agent.turn.options import Continuation, TurnOptions
     from agent.turn.outcome import TurnResult
+    from agent.turn.policies import NoModelAllowed, person_settings, refused_tools, settings_for
     from agent.turn.ratelimit import take_turn_slot
     from agent.turn.refusals import (
         MAX_MESSAGE_CHARS,
@@ -173,6 +179,7 @@ if TYPE_CHECKING:
     from agent.turn.toolbox import (
         hook_problems,
         known_tool_names,
+        offered_tools,
         tool_problems,
         turn_registry,
         unknown_tools,
@@ -216,6 +223,7 @@ _PLACES = {
     "opening": ("SessionOpening", "open_session"),
     "options": ("Continuation", "TurnOptions"),
     "outcome": ("TurnResult",),
+    "policies": ("NoModelAllowed", "person_settings", "refused_tools", "settings_for"),
     "ratelimit": ("take_turn_slot",),
     "refusals": (
         "MAX_MESSAGE_CHARS",
@@ -244,6 +252,7 @@ _PLACES = {
     "toolbox": (
         "hook_problems",
         "known_tool_names",
+        "offered_tools",
         "tool_problems",
         "turn_registry",
         "unknown_tools",
@@ -264,6 +273,7 @@ __all__ = [
     "GroupSink",
     "InvalidInput",
     "ModelNotConfigured",
+    "NoModelAllowed",
     "OverBudget",
     "SessionGone",
     "SessionOpening",
@@ -306,12 +316,15 @@ __all__ = [
     "mark_conversation",
     "messages_for_display",
     "model_in_use",
+    "offered_tools",
     "on_db",
     "on_session_deleted",
     "open_session",
     "pending_requests",
+    "person_settings",
     "prepare_options",
     "prune_relayed",
+    "refused_tools",
     "report_dead_cron_runs",
     "rerun_turn",
     "resume_task",
@@ -321,6 +334,7 @@ __all__ = [
     "run_trace",
     "run_turn",
     "session_group",
+    "settings_for",
     "settle_approvals",
     "stop_user_turns",
     "stored_response",

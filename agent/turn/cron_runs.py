@@ -23,11 +23,11 @@ from uuid import UUID
 from django.utils import timezone
 
 from agent import failures, tool_patterns
-from agent.conf import agent_settings
 from agent.events import CronExecuted
 from agent.turn import fanout, ratelimit, spending, store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from agent.turn.policies import person_settings
 from agent.turn.refusals import AccountInactive
 from agent.turn.service import run_recorded
 from cron_app.models import CronJob
@@ -86,7 +86,7 @@ async def _turn(job: CronJob, target: Session) -> tuple[str, str, bool]:
         # Kept, as the account is, for staff who may activate it again; it runs nothing.
         return LIMITED, f"skipped: {AccountInactive(job.owner.get_username())}", False
     session = await store.get_or_create_session(key=job.session_key, owner=job.owner)
-    model = session.model or agent_settings().model
+    model = session.model or (await person_settings(job.owner)).model
     run = await store.queue_run_unless_busy(
         session=session,
         channel=CHANNEL,

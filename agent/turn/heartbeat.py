@@ -26,6 +26,7 @@ from agent.tools.guards.folders import user_folder
 from agent.turn import store
 from agent.turn.delivery import post
 from agent.turn.fanout import GroupSink
+from agent.turn.policies import person_settings
 from agent.turn.service import run_recorded
 from skills_app.workspace import read_plain_file
 
@@ -75,7 +76,9 @@ async def user_heartbeat(conf: AgentSettings, user: Any) -> str:
         session=session,
         channel=SESSION_KEY,
         prompt=context.heartbeat_message(tasks),
-        model=session.model or conf.model,
+        # The person's default when the session has no choice: their teams' may not be
+        # the operator's.
+        model=session.model or (await person_settings(user)).model,
         tools=tools,
         approve_tools=approve_tools,
     )

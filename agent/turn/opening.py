@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agent.events import ApprovalRequest
 from agent.turn.approvals import pending_requests
 from agent.turn.locks import is_running_here
+from agent.turn.policies import Person, person_settings
 from agent.turn.slash import model_in_use
 from agent.turn.store import has_running_turn, history_page, unfinished_run
 from sessions_app.models import Run, Session
@@ -32,8 +33,8 @@ class SessionOpening:
     allowed_tools: list[str]
 
 
-async def open_session(session: Session) -> SessionOpening:
-    """Read what a chat shows as it opens, for `session`."""
+async def open_session(session: Session, *, owner: Person = None) -> SessionOpening:
+    """Read what a chat shows as it opens, for `session` of `owner`."""
     page = await history_page(session_id=session.pk)
     running = is_running_here(session.pk) or await has_running_turn(session_id=session.pk)
     # Read with the history, before the tab has it: a run that ends once the tab is shown
@@ -46,6 +47,6 @@ async def open_session(session: Session) -> SessionOpening:
         running=running,
         unfinished=unfinished,
         requests=requests,
-        model=model_in_use(session.model),
+        model=model_in_use(session.model, await person_settings(owner)),
         allowed_tools=list(session.allowed_tools),
     )

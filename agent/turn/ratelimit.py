@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from agent.conf import agent_settings
+from teams_app.policy import effective_policy
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 
 def take_turn_slot(user_id: int) -> float | None:
-    """Count one turn for the user: None when it may start, else seconds to wait."""
-    count, window = parse_rate(agent_settings().turn_rate)
+    """Count one turn for the user: None when it may start, else seconds to wait. Their
+    rate is their teams' (`teams_app.policy`), under the operator's AGENT_TURN_RATE."""
+    count, window = parse_rate(rate_of(user_id))
     # The cache's key prefix keeps sites (and test runs) that share a store apart.
     key = cache.make_key(f"agent:turns:{user_id}")
     if settings.REDIS_URL:
@@ -84,9 +86,14 @@ def take_turn_slot(user_id: int) -> float | None:
     return _take_here(Path(settings.DATA_DIR) / WINDOW_FILE, key, count, window)
 
 
-def past_rate(username: str) -> str:
+def rate_of(user_id: int) -> str:
+    return effective_policy(user_id).turn_rate
+
+
+def past_rate(username: str, user_id: int | None = None) -> str:
     """Why a turn the user's own work would start (a cron run, a sub-agent) does not."""
-    return f"{username} is past their turn rate of {agent_settings().turn_rate}"
+    rate = rate_of(user_id) if user_id is not None else agent_settings().turn_rate
+    return f"{username} is past their turn rate of {rate}"
 
 
 def _take_in_redis(url: str, key: str, count: int, window: int) -> float | None:

@@ -6,6 +6,7 @@ import logging
 import re
 
 from agent.conf import MODEL_HELP, AgentSettings
+from teams_app.policy import whose
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +85,16 @@ def allowed_model(name: str, conf: AgentSettings) -> str:
     A provider would answer an id it does not know with its own error text, and one it
     does know could cost the operator money they did not agree to spend."""
     validate_model_name(name)
-    if not conf.models:
+    if not conf.models and conf.models_from == "operator":
         raise ModelNotConfigured()
     if name not in conf.models:
+        if conf.models_from != "operator":
+            # The person's policy narrowed the operator's list (`agent.turn.policies`).
+            raise InvalidInput(
+                f"the model {name} is not available to you ({whose(conf.models_from)} "
+                f"allows: {allowed_models_text(conf) or 'none'})",
+                field="model",
+            )
         raise InvalidInput(
             f"the model {name} is not available here; choose one of: {allowed_models_text(conf)}",
             field="model",

@@ -49,7 +49,7 @@ from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
 from agent.turn.spending import TurnSpending, spending_of
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
-from agent.turn.toolbox import turn_hooks, turn_registry
+from agent.turn.toolbox import not_theirs, turn_hooks, turn_registry
 from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
@@ -295,7 +295,7 @@ class TurnRunner:
                 limited=self._has_limits,
                 record=self._record_heartbeat_limits,
             )
-        registry = await turn_registry(self.conf)
+        registry = not_theirs(await turn_registry(self.conf), self.conf)
         own = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(self.ctx)
         tools = client_turn.with_client_tools(own, self.options)
         llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
@@ -308,9 +308,15 @@ class TurnRunner:
             system = prompt.instructions_message(self.options)
             user = prompt.user_message(self.content, self.options, now=None)
         else:
-            skills = await store.offered_skills(
-                workspace=self.conf.workspace, environment=self.conf.exec_env, folder=self.folder
-            )
+            skills = [
+                skill
+                for skill in await store.offered_skills(
+                    workspace=self.conf.workspace,
+                    environment=self.conf.exec_env,
+                    folder=self.folder,
+                )
+                if skill.name not in self.conf.hidden_skills
+            ]
             self.carried = carried_approvals(
                 session=self.session,
                 run=self.run,

@@ -18,7 +18,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 
-from agent.conf import AgentSettings, agent_settings
+from agent.conf import AgentSettings
 from agent.events import Emit, MessageEvent, ModelChosen, discard
 from agent.llm import LLM
 from agent.turn import client_turn, rewind, slash, store, waiting
@@ -29,6 +29,7 @@ from agent.turn.locks import can_be_lost, session_lock, tracked
 from agent.turn.model_config import llm_config
 from agent.turn.options import TurnOptions
 from agent.turn.outcome import TurnResult
+from agent.turn.policies import person_settings, refuse_without_models
 from agent.turn.refusals import (
     AccountInactive,
     InvalidInput,
@@ -88,9 +89,9 @@ async def run_turn(
     the user's `content`; events go to `emit`. `options`: what else the door asks of it
     (the tools it may use, the conversation its client sent, generation settings)."""
     validate_content(content)
-    if model:
-        allowed_model(model, agent_settings())
     ref = session if isinstance(session, SessionRef) else SessionRef(session)
+    if model:
+        allowed_model(model, await person_settings(ref.owner))
     row = await _open(ref)
     try:
         return await _run(
@@ -194,12 +195,15 @@ async def _run(
     options: TurnOptions | None = None,
     rerun_from: rewind.RerunFrom | None = None,
 ) -> TurnResult:
-    conf = agent_settings()
+    # The owner's settings: the operator's narrowed by their teams' policy, read once here
+    # for the whole turn, whichever door or background run started it.
+    conf = await person_settings(owner)
     options = options or TurnOptions()
     command = slash.parse(content)
     if command is not None:
         return await _answer(command, session, emit, queued=queued, conf=conf)
 
+    refuse_without_models(conf)
     model_id = choose_model(model, session.model, conf, key=session.key)
     if owner is not None and not owner.is_active:
         # The doors refuse such a user already; their queued and background work, which
@@ -261,7 +265,7 @@ async def prepare_options(
     turn calls it again (with nothing left to keep, it only checks)."""
     if not _brought(options):
         return options
-    conf = agent_settings()
+    conf = await person_settings(owner)
     return await _client_parts(options, owner, model or conf.model, conf)
 
 
@@ -315,7 +319,7 @@ async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | Non
 
 
 async def _resume(run: Run, emit: Emit) -> TurnResult | None:
-    conf = agent_settings()
+    conf = await person_settings(await store.owner_of(session_id=run.session_id))
     async with session_lock(run.session_id, lock_dir=conf.data_dir / "locks"):
         with tracked(run.session_id):
             await _previous_turn_ended(run.session)

@@ -14,6 +14,7 @@ from agent.turn import consolidation, ratelimit, spending, store
 from agent.turn.approvals import end_waiting
 from agent.turn.db import on_db
 from agent.turn.locks import cancel_running, session_lock
+from agent.turn.policies import Person, person_settings
 from agent.turn.refusals import (
     InvalidInput,
     SessionGone,
@@ -142,12 +143,13 @@ async def _model(args: str, ctx: _Context) -> str:
     return f"Model: {current}\nAvailable: {allowed_models_text(ctx.conf)}"
 
 
-async def choose_session_model(*, session_id: int, model: object) -> str:
+async def choose_session_model(*, session_id: int, model: object, owner: Person = None) -> str:
     """Store `model` as the session's choice, where `/model NAME` stores it; an id the
-    operator does not allow is refused (`InvalidInput`) and nothing is stored."""
+    operator, or the `owner`'s policy, does not allow is refused (`InvalidInput`) and nothing
+    is stored."""
     if not isinstance(model, str):
         raise InvalidInput("send the model's id as text", field="model")
-    chosen = allowed_model(model.strip(), agent_settings())
+    chosen = allowed_model(model.strip(), await person_settings(owner))
     session = await store.get_session(session_id=session_id)
     if session is None:
         raise SessionGone()
@@ -158,10 +160,11 @@ async def choose_session_model(*, session_id: int, model: object) -> str:
     return chosen
 
 
-def model_in_use(stored: str) -> str:
+def model_in_use(stored: str, conf: AgentSettings | None = None) -> str:
     """The model the next turn of a session whose choice is `stored` talks to: that choice
-    while the operator still allows it, else AGENT_MODEL (as `choose_model` decides, quietly)."""
-    conf = agent_settings()
+    while the operator (and the person's policy, in `conf`) still allows it, else the default
+    (as `choose_model` decides, quietly)."""
+    conf = conf or agent_settings()
     return stored if stored and stored in conf.models else conf.model
 
 

@@ -30,13 +30,14 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from agent.conf import agent_settings
 from agent.llm import LLM
 from agent.loop import LoopResult
 from agent.turn.db import on_db
 from agent.turn.refusals import TurnError
 from sessions_app import holds, usage
 from sessions_app.usage import BudgetState
+from teams_app.policy import Policy, effective_policy
+from teams_app.selectors import team_spent
 
 
 class OverBudget(TurnError):
@@ -69,10 +70,19 @@ def _renews() -> str:
     return f"it renews at 00:00 UTC, in {after}"
 
 
-def state_of(user_id: int) -> BudgetState:
+def limit_of(user_id: int, policy: Policy | None = None) -> Decimal | None:
+    """The user's daily budget: the one staff set for them, else their teams' budget for
+    each member (under the site's), else the site's; None when none applies."""
+    policy = policy or effective_policy(user_id)
+    member = float(policy.member_daily_budget or 0)
+    return usage.budget_limit(user_id=user_id, site_budget=member)
+
+
+def state_of(user_id: int, policy: Policy | None = None) -> BudgetState:
     """The user's budget, and when one applies what their runs cost today with what their
-    running work holds (else 0: unread)."""
-    limit = usage.budget_limit(user_id=user_id, site_budget=agent_settings().user_daily_budget)
+    running work holds (else 0: unread). Their budget is the one staff set for them, else
+    their teams' budget for each member, else the site's (`teams_app.policy`)."""
+    limit = limit_of(user_id, policy)
     if limit is None:
         return BudgetState(limit=None, spent=Decimal(0))
     spent, held = holds.spent_apart(user_id=user_id, day=usage.today())
@@ -95,15 +105,31 @@ def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
     What their turns still running have spent and hold counts (`state_of`)."""
     if user is None:
         return None
-    state = state_of(user.pk)
+    policy = effective_policy(user.pk)
+    state = state_of(user.pk, policy)
     if state.limit is None or not state.exceeded:
-        return None
+        return _team_over_budget(policy, whose)
     their = "your" if whose == "Your" else "their"
     message = (
         f"{whose} daily budget of {dollars(state.limit)} is spent "
         f"({_how_much(state.spent, state.held, whose=their)}); {_renews()}"
     )
     return OverBudget(message, retry_after=_until_tomorrow())
+
+
+def _team_over_budget(policy: Policy, whose: str) -> OverBudget | None:
+    """Why the person's turns stop because one of their teams spent its own budget today:
+    a team's budget is the team's money, whichever other teams the person is in."""
+    for slug, limit in policy.team_budgets:
+        spent = team_spent(slug=slug, day=usage.today())
+        if spent >= limit:
+            team = f"{'Your' if whose == 'Your' else whose + chr(39) + 's'} team {slug}"
+            return OverBudget(
+                f"{team}'s daily budget of {dollars(limit)} is spent ({dollars(spent)} since "
+                f"00:00 UTC, by all its members); {_renews()}",
+                retry_after=_until_tomorrow(),
+            )
+    return None
 
 
 def check_budget(user: User | None) -> None:
@@ -206,8 +232,7 @@ async def spending_of(
     applies to them: then their calls cost no query at all."""
     if owner_id is None:
         return None
-    site_budget = agent_settings().user_daily_budget
-    limit = await on_db(usage.budget_limit)(user_id=owner_id, site_budget=site_budget)
+    limit = await on_db(limit_of)(owner_id)
     if limit is None:
         return None
     return TurnSpending(llm=llm, owner_id=owner_id, limit=limit, hold_id=hold_id or uuid.uuid4())

@@ -162,3 +162,10 @@ def pending_approvals(*, session_id: int | None = None, run_id: Any = None) -> l
 # Hands a job (a constant of `agent.jobs`) to the worker once what the caller wrote is
 # committed.
 enqueue = on_db(jobs.enqueue)
+
+
+@on_db
+def owner_of(*, session_id: int) -> Any:
+    """The user a session belongs to; None for an ownerless one or a session that is gone."""
+    session = Session.objects.filter(pk=session_id).select_related("owner").first()
+    return session.owner if session is not None else None

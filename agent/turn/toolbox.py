@@ -24,17 +24,43 @@ from agent.turn import store
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_current: tuple[tuple[Any, ...], ToolRegistry] | None = None
+# A registry per shape of the settings: teams' policies give their members' turns a few
+# shapes at once (`exec` with or without the network), and each is made once. The oldest goes
+# when the settings change past a few.
+_KEPT = 4
+_registries: dict[tuple[Any, ...], ToolRegistry] = {}
 
 
 def tool_registry(conf: AgentSettings) -> ToolRegistry:
     """The registry for `conf`, made on first use and when the settings change."""
-    global _current
     key = _shape(conf)
     with _lock:
-        if _current is None or _current[0] != key:
-            _current = (key, _build(conf))
-        return _current[1]
+        registry = _registries.get(key)
+        if registry is None:
+            registry = _registries[key] = _build(conf)
+            while len(_registries) > _KEPT:
+                del _registries[next(iter(_registries))]
+        return registry
+
+
+async def offered_tools(conf: AgentSettings) -> ToolRegistry:
+    """The tools a turn of the person whose settings are `conf` is offered (before what
+    its kind of turn or its door leaves out)."""
+    return not_theirs(await turn_registry(conf), conf)
+
+
+def not_theirs(registry: ToolRegistry, conf: AgentSettings) -> ToolRegistry:
+    """`registry` less what a person's policy keeps from their agent (`conf` is theirs,
+    `agent.turn.policies`): the tools it does not allow, and those of MCP servers assigned
+    to teams they are not in."""
+    names = registry.names()
+    hidden = {
+        name
+        for name in names
+        if (conf.allowed_tools is not None and name not in conf.allowed_tools)
+        or getattr(registry.get(name), "server", None) in conf.hidden_mcp_servers
+    }
+    return registry.without(frozenset(hidden)) if hidden else registry
 
 
 def _shape(conf: AgentSettings) -> tuple[Any, ...]:

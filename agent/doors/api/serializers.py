@@ -11,13 +11,14 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from agent import tool_patterns
-from agent.conf import agent_settings
+from agent.conf import AgentSettings, agent_settings
 from agent.context import compose_prompt
 from agent.doors.api.known_fields import KnownFieldsOnly
 from agent.turn import (
     MAX_MESSAGE_CHARS,
     InvalidInput,
     allowed_model,
+    refused_tools,
     run_trace,
     unknown_tools,
     validate_content,
@@ -225,19 +226,28 @@ class TaskIn(KnownFieldsOnly):
         "and no agent prompt, in one call. Without it, every tool.",
     )
 
+    def _conf(self) -> AgentSettings:
+        """The caller's settings (their teams' policy over the operator's), which the view
+        passes; the operator's without it."""
+        return self.context.get("conf") or agent_settings()
+
     def validate_tools(self, value: bool | list[str] | None) -> bool | list[str] | None:
         if isinstance(value, list):
-            unknown = async_to_sync(unknown_tools)(value, agent_settings())
+            conf = self._conf()
+            unknown = async_to_sync(unknown_tools)(value, conf)
             if unknown:
                 raise serializers.ValidationError(
                     f"unknown tools: {', '.join(unknown)} (GET /api/tools lists the tools)"
                 )
+            refused = refused_tools(value, conf)
+            if refused:
+                raise serializers.ValidationError(refused)
         return value
 
     def validate_model(self, value: str) -> str:
         # Refused here, so that no run is recorded and no provider asked for another id.
         try:
-            return allowed_model(value, agent_settings())
+            return allowed_model(value, self._conf())
         except InvalidInput as exc:
             raise serializers.ValidationError(str(exc)) from None
 

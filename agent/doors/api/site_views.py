@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from agent.conf import agent_settings
 from agent.doors.api.schema import AUTH_ERRORS
 from agent.doors.api.serializers import HealthOut, ModelsOut, ToolOut
-from agent.turn import known_tool_names, turn_registry
+from agent.turn import known_tool_names, offered_tools, settings_for
 
 
 class Health(APIView):
@@ -37,13 +37,15 @@ class Models(APIView):
         "AGENT_MODEL, the default, and AGENT_MODELS. Any other id is refused with a 400.",
     )
     def get(self, request: Request) -> Response:
-        conf = agent_settings()
+        # Yours: the operator's, narrowed by your teams' policy.
+        conf = settings_for(request.user)
         return Response(ModelsOut({"default": conf.model or None, "models": conf.models}).data)
 
 
 class Tools(APIView):
     @extend_schema(responses={200: ToolOut(many=True), **AUTH_ERRORS})
     def get(self, request: Request) -> Response:
-        registry = async_to_sync(turn_registry)(agent_settings())
+        # Yours: those your teams' policy gives your agent.
+        registry = async_to_sync(offered_tools)(settings_for(request.user))
         tools = [definition["function"] for definition in registry.definitions()]
         return Response(ToolOut(tools, many=True).data)

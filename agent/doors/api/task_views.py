@@ -24,6 +24,7 @@ from agent.turn import (
     ApprovalNotFound,
     approve_task,
     cancel_task,
+    settings_for,
     submit_task,
     take_turn_slot,
 )
@@ -62,7 +63,7 @@ class TaskCreate(APIView):
         "finished task; without, a queued task (202) that the worker runs.",
     )
     def post(self, request: Request) -> Response:
-        data = TaskIn(data=request.data)
+        data = TaskIn(data=request.data, context={"conf": settings_for(request.user)})
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         run = submit_task(

@@ -20,6 +20,7 @@ from agent.doors.api import (
     site_views,
     skill_views,
     task_views,
+    team_views,
     upload_views,
     usage_views,
 )
@@ -68,6 +69,9 @@ urlpatterns = [
     ),
     *route("uploads", upload_views.UploadList.as_view(), "upload-list"),
     *route("usage", usage_views.Usage.as_view(), "usage"),
+    *route("me", team_views.Me.as_view(), "me"),
+    *route("teams", team_views.TeamList.as_view(), "team-list"),
+    *route("teams/<slug:slug>", team_views.TeamDetail.as_view(), "team-detail"),
     *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.

@@ -9,9 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent.conf import agent_settings
 from agent.doors.api.schema import AUTH_ERRORS, INVALID
 from agent.doors.api.serializers import UsageOut
+from agent.turn import settings_for
 from sessions_app import usage
 
 MAX_DAYS = 366
@@ -70,8 +70,9 @@ class Usage(APIView):
         query = UsageQueryIn(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         report = usage.usage_report(owner=request.user, days=query.validated_data["days"])
+        # Their budget as their teams' policy makes it (`settings_for`).
         state = usage.budget_state(
-            user_id=request.user.pk, site_budget=agent_settings().user_daily_budget
+            user_id=request.user.pk, site_budget=settings_for(request.user).user_daily_budget
         )
         limit = float(state.limit) if state.limit is not None else None
         report["budget"] = {

@@ -6,7 +6,6 @@ import dataclasses
 
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
-from agent.conf import agent_settings
 from agent.doors.openai.auth import authenticate
 from agent.doors.openai.chat_request import SESSION_HEADER
 from agent.doors.openai.errors import OpenAIError, invalid
@@ -16,7 +15,7 @@ from agent.doors.openai.responses_turn import ResponseTurn
 from agent.doors.openai.threads import CHAT_ID_HEADER, Thread
 from agent.doors.openai.turns import client_options, prepared
 from agent.doors.openai.views import admit, event_stream, json_body, openai_view
-from agent.turn import stored_response
+from agent.turn import person_settings, stored_response
 
 PREVIOUS = "previous_response_id"
 
@@ -24,7 +23,7 @@ PREVIOUS = "previous_response_id"
 @openai_view("POST")
 async def responses(request: HttpRequest) -> HttpResponseBase:
     user = await authenticate(request)
-    conf = agent_settings()
+    conf = await person_settings(user)
     asked = read_responses_request(
         json_body(request, conf), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )

@@ -27,7 +27,7 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 
 from agent import failures
-from agent.conf import MODEL_HELP, AgentSettings, agent_settings
+from agent.conf import MODEL_HELP, AgentSettings
 from agent.doors.openai import threads
 from agent.doors.openai.auth import authenticate
 from agent.doors.openai.chat_messages import Conversation
@@ -37,7 +37,7 @@ from agent.doors.openai.errors import SERVER_ERROR, OpenAIError, invalid, model_
 from agent.doors.openai.models import choice_of, model_ids, model_object
 from agent.doors.openai.shapes import Reply
 from agent.doors.openai.turns import over_budget, prepared
-from agent.turn import budget_refusal, is_command, take_turn_slot
+from agent.turn import budget_refusal, is_command, person_settings, take_turn_slot
 
 logger = logging.getLogger(__name__)
 
@@ -75,15 +75,15 @@ def openai_view(*methods: str) -> Callable[[View], View]:
 
 @openai_view("GET")
 async def models(request: HttpRequest) -> HttpResponse:
-    await authenticate(request)
-    data = [model_object(name) for name in model_ids(agent_settings())]
+    user = await authenticate(request)
+    data = [model_object(name) for name in model_ids(await person_settings(user))]
     return JsonResponse({"object": "list", "data": data})
 
 
 @openai_view("GET")
 async def model(request: HttpRequest, name: str) -> HttpResponse:
-    await authenticate(request)
-    if choice_of(name, agent_settings()) is None:
+    user = await authenticate(request)
+    if choice_of(name, await person_settings(user)) is None:
         raise model_not_found(name)
     return JsonResponse(model_object(name))
 
@@ -91,7 +91,8 @@ async def model(request: HttpRequest, name: str) -> HttpResponse:
 @openai_view("POST")
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     user = await authenticate(request)
-    conf = agent_settings()
+    # The person's settings: their teams' models, under the operator's.
+    conf = await person_settings(user)
     chat = read_chat_request(
         json_body(request, conf), session_header=request.headers.get(SESSION_HEADER), conf=conf
     )
