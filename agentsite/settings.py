@@ -209,12 +209,12 @@ if _LOGIN_LIMIT and min(_AGENT["AGENT_LOGIN_ADDRESS_FAILURE_LIMIT"], _COOLOFF) <
         "(AGENT_LOGIN_FAILURE_LIMIT=0 turns the sign-in throttle off)"
     )
 AUTHENTICATION_BACKENDS = [
-    # With AGENT_PASSWORD_LOGIN=false, a password signs in a superuser alone (a break-glass
-    # account): everyone else signs in through the identity provider.
-    "agentsite.signin.passwords.PasswordGate",
     # axes' AxesStandaloneBackend, first: it refuses a locked-out sign-in before any
     # password is checked.
     "agentsite.login_throttle.LoginThrottleBackend",
+    # With AGENT_PASSWORD_LOGIN=false, a password signs in a superuser alone (a break-glass
+    # account): everyone else signs in through the identity provider.
+    "agentsite.signin.passwords.PasswordGate",
     "django.contrib.auth.backends.ModelBackend",
     # The organisation's OpenID Connect provider (AGENT_OIDC_ISSUER): its endpoints come from
     # the issuer's discovery document (agentsite/signin/oidc.py), so a test or the admin may

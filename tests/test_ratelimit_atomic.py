@@ -33,12 +33,13 @@ import django
 django.setup()
 from agent.turn import take_turn_slot
 user, start, threads, attempts = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+# The rate as given: what is tested is the window, not how a person's rate is found.
 allowed, waits = [], []
 def hammer():
     while time.time() < start:
         time.sleep(0.0005)
     for _ in range(attempts):
-        wait = take_turn_slot(user)
+        wait = take_turn_slot(user, rate=sys.argv[5])
         (allowed if wait is None else waits).append(wait)
 workers = [threading.Thread(target=hammer) for _ in range(threads)]
 for worker in workers:
@@ -84,7 +85,16 @@ def test_two_processes_on_one_redis_together_stay_within_the_limit(tmp_path: Pat
     start = time.time() + 4  # time enough for both to import Django
     hammers = [
         subprocess.Popen(
-            [sys.executable, "-c", HAMMER, str(user), str(start), str(THREADS), str(ATTEMPTS)],
+            [
+                sys.executable,
+                "-c",
+                HAMMER,
+                str(user),
+                str(start),
+                str(THREADS),
+                str(ATTEMPTS),
+                f"{LIMIT}/min",
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -114,7 +124,7 @@ def test_threads_of_one_process_without_redis_stay_within_the_limit(settings) ->
     try:
         for _ in range(3):
             user = random.randrange(10**9, 10**12)
-            answers = hammer_all(THREADS * 4, ATTEMPTS * 2, partial(take_turn_slot, user))
+            answers = hammer_all(THREADS * 4, ATTEMPTS * 2, partial(take_turn_slot, user, rate=f"{LIMIT}/min"))
             assert answers.count(None) == LIMIT
             assert all(0 < wait <= 60 for wait in answers if wait is not None)
     finally:

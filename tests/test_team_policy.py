@@ -221,3 +221,96 @@ def test_a_team_admin_changes_their_own_team_within_the_ceiling(member: User) ->
     assert "does not offer x/y" in refused.json()["policy"]["models"][0]
     assert client.patch("/api/teams/support", {"admins": ["noa"]}, format="json").status_code == 403
     assert client.delete("/api/teams/support").status_code == 403
+
+
+async def test_the_socket_offers_the_teams_models_and_refuses_others(
+    llm: ScriptedLLM, token: str, settings: Any
+) -> None:
+    from tests.ws import open_chat, receive_until
+
+    settings.AGENT_MODELS = ["openai/small"]
+    ada = await User.objects.aget(username="ada")
+    await sync_to_async(team)("support", ada, allowed_models=["openai/small"], tools=["list_dir"])
+    socket, history = await open_chat("p1", token)
+    assert history["model"] == "openai/small"
+    await socket.send_json_to({"type": "model", "model": "openai/scripted"})
+    refused = await receive_until(socket, "error")
+    assert "not available to you (your team support's policy allows: openai/small)" in (
+        refused[-1]["message"]
+    )
+    llm.reply("hi")
+    await socket.send_json_to({"type": "message", "content": "hello"})
+    await receive_until(socket, "message", role="assistant")
+    await socket.disconnect()
+    assert llm.requests[0]["model"] == "small"
+    assert offered(llm.requests[0]) == {"list_dir"}
+
+
+async def test_the_socket_is_refused_a_turn_once_the_team_budget_is_spent(
+    llm: ScriptedLLM, token: str
+) -> None:
+    from tests.ws import open_chat, receive_until
+
+    ada = await User.objects.aget(username="ada")
+    await sync_to_async(team)("support", ada, team_daily_budget=Decimal("0.50"))
+    await DailyUsage.objects.acreate(
+        owner=ada, day=timezone.now().date(), model="openai/scripted", priced_cost=Decimal("0.5")
+    )
+    socket, _ = await open_chat("p2", token)
+    await socket.send_json_to({"type": "message", "content": "hello"})
+    frames = await receive_until(socket, "error")
+    await socket.disconnect()
+    assert "team support's daily budget of $0.50 is spent" in frames[-1]["message"]
+    assert llm.requests == []
+
+
+def test_the_command_line_keeps_to_the_users_team(
+    llm: ScriptedLLM, member: User, settings: Any, capsys: Any
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    settings.AGENT_MODELS = ["openai/small"]
+    team("support", member, allowed_models=["openai/small"], tools=["read_file"])
+    llm.reply("from the small one")
+    call_command("agent", "-m", "hi", "--user", "mia")
+    assert llm.requests[0]["model"] == "small"
+    assert offered(llm.requests[0]) == {"read_file"}
+    with pytest.raises(CommandError, match="not available to you"):
+        call_command("agent", "-m", "hi", "--user", "mia", "--model", "openai/scripted")
+    assert len(llm.requests) == 1
+
+
+def test_the_models_api_lists_the_teams_models_only(member: User, settings: Any) -> None:
+    settings.AGENT_MODELS = ["openai/small", "openai/big"]
+    team("support", member, allowed_models=["openai/small"])
+    client = APIClient()
+    client.force_authenticate(member)
+    listed = client.get("/api/models").json()
+    assert listed == {"default": "openai/small", "models": ["openai/small"]}
+
+
+async def test_a_sub_agent_keeps_to_its_parents_team(llm: ScriptedLLM, member: User) -> None:
+    await sync_to_async(team)("support", member, tools=["subagent", "list_dir"])
+    llm.tool_call("subagent", {"task": "look around"}).reply("looked").reply("all done")
+    await run_turn(SessionRef("web:s", member), "delegate", channel="web")
+    assert offered(llm.requests[0]) == {"subagent", "list_dir"}
+    assert offered(llm.requests[1]) == {"list_dir"}
+
+
+async def test_a_skill_assigned_to_a_team_is_its_members_alone(
+    llm: ScriptedLLM, member: User
+) -> None:
+    from skills_app.models import Skill
+
+    other = await User.objects.acreate_user("noa", password="pw-noa-123")
+    skill = await Skill.objects.acreate(
+        name="refunds", description="How support handles refunds", content="Be kind."
+    )
+    support = await sync_to_async(team)("support", member)
+    await sync_to_async(team)("platform", other)
+    await sync_to_async(support.skills.add)(skill)
+    llm.reply("a").reply("b")
+    await run_turn(SessionRef("api:s", member), "hi", channel="api")
+    await run_turn(SessionRef("api:s", other), "hi", channel="api")
+    assert "refunds" in llm.requests[0]["messages"][0]["content"]
+    assert "refunds" not in llm.requests[1]["messages"][0]["content"]

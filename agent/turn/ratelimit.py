@@ -75,10 +75,10 @@ def parse_rate(rate: str) -> tuple[int, int]:
         raise ValueError(f"a rate looks like 30/min or 500/day, not {rate!r}") from None
 
 
-def take_turn_slot(user_id: int) -> float | None:
+def take_turn_slot(user_id: int, *, rate: str | None = None) -> float | None:
     """Count one turn for the user: None when it may start, else seconds to wait. Their
-    rate is their teams' (`teams_app.policy`), under the operator's AGENT_TURN_RATE."""
-    count, window = parse_rate(rate_of(user_id))
+    rate is `rate`, else their teams' (`teams_app.policy`, under AGENT_TURN_RATE)."""
+    count, window = parse_rate(rate or rate_of(user_id))
     # The cache's key prefix keeps sites (and test runs) that share a store apart.
     key = cache.make_key(f"agent:turns:{user_id}")
     if settings.REDIS_URL:
