@@ -2,7 +2,8 @@
 (slapd) of the tests' own: the first sign-in makes the person, with their name and email
 from the directory and a membership of each team whose slug is one of their groups; a change
 of their groups in the directory moves them at their next sign-in; a wrong password, an
-unknown name and a person deactivated here are refused. With AGENT_PASSWORD_LOGIN=false the
+unknown name, a person deactivated here and a person whose groups cannot be read are
+refused. With AGENT_PASSWORD_LOGIN=false the
 directory's password is the one that counts and a superuser's local one still works.
 
 The first tests call the site's backends in this process (`authenticate` with a request,
@@ -158,6 +159,30 @@ def test_a_change_in_the_directory_moves_the_person_at_their_next_sign_in(direct
     assert again.pk == user.pk
     assert teams_of(again) == {"ops", "handpicked"}  # a hand-set team is left alone
     assert (again.last_name, again.email) == ("King", "ada.king@example.com")
+
+
+@needs_directory
+@pytest.mark.django_db
+def test_a_person_whose_groups_cannot_be_read_is_refused_and_keeps_their_teams(
+    directory, ldap_site
+):
+    from agentsite.signin.directory import ldap_settings
+
+    team("research")
+    ada = directory.add_person(
+        "ada", ADA_PASSWORD, given="Ada", surname="Lovelace", mail="ada@example.com"
+    )
+    directory.add_group("research", ada)
+    user = sign_in("ada", ADA_PASSWORD)
+    assert teams_of(user) == {"research"}
+    directory.leave("research", ada)
+
+    # The groups' base is gone (a directory reorganised): the search of it fails.
+    values = {**directory_env(directory), "AGENT_LDAP_GROUP_SEARCH": f"ou=teams,{GROUPS}"}
+    ldap_site.AUTH_LDAP_GROUP_SEARCH = ldap_settings(values)["AUTH_LDAP_GROUP_SEARCH"]
+
+    assert sign_in("ada", ADA_PASSWORD) is None
+    assert teams_of(user) == {"research"}  # no sign-in, no change: her next one settles it
 
 
 @needs_directory
