@@ -222,8 +222,9 @@ AUTHENTICATION_BACKENDS = [
     "agentsite.signin.oidc.ProviderBackend",
 ]
 if _AGENT["AGENT_LDAP_SERVER_URI"]:
-    # LDAP or Active Directory, with the `ldap` extra (agentsite/signin/directory.py).
-    AUTHENTICATION_BACKENDS.insert(1, "agentsite.signin.directory.DirectoryBackend")
+    # LDAP or Active Directory, with the `ldap` extra (agentsite/signin/directory.py): after
+    # the throttle, which must refuse a locked-out account before the directory is asked.
+    AUTHENTICATION_BACKENDS.insert(2, "agentsite.signin.directory.DirectoryBackend")
     from agentsite.signin.directory import ldap_settings
 
     globals().update(ldap_settings(_AGENT))

@@ -4,12 +4,18 @@ A gate in front of the other backends: a password sign-in of anyone else is refu
 any password is checked (Django stops at a backend that raises `PermissionDenied`), so a
 person who left the organisation cannot get in with a password they set here long ago. Sign-ins
 without a password (the identity provider's) pass through untouched.
+
+With an LDAP directory (`AGENT_LDAP_SERVER_URI`) people sign in with a username and password
+too, the directory's: the gate lets those through to the directory's backend, which stands
+before the local password check and whose refusal of anyone but a superuser is final (it
+raises `PermissionDenied` itself), so that the local check sees superusers alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import BaseBackend
 from django.core.exceptions import PermissionDenied
@@ -17,9 +23,11 @@ from django.http import HttpRequest
 
 from agent.conf import agent_settings
 
+DIRECTORY_BACKEND = "agentsite.signin.directory.DirectoryBackend"
+
 
 def passwords_allowed_for(username: str | None) -> bool:
-    """Whether `username` may sign in with a password here."""
+    """Whether `username` may sign in with a password kept here (not the directory's)."""
     if agent_settings().password_login:
         return True
     if not username:
@@ -40,6 +48,8 @@ class PasswordGate(BaseBackend):
     ) -> None:
         if password is None:
             return None  # not a password sign-in
-        if not passwords_allowed_for(username):
-            raise PermissionDenied("passwords are for superusers alone here")
-        return None
+        if passwords_allowed_for(username):
+            return None
+        if DIRECTORY_BACKEND in settings.AUTHENTICATION_BACKENDS:
+            return None  # the directory's password, for the directory's backend to check
+        raise PermissionDenied("passwords are for superusers alone here")
