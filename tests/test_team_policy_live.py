@@ -65,7 +65,7 @@ def test_a_teams_policy_holds_at_the_api_and_the_openai_door(
         llm.reply("Fine.")
         chat = client.post(
             "/v1/chat/completions",
-            json={"model": "agent", "messages": [{"role": "user", "content": "hi"}]},
+            json={"model": "agentsite", "messages": [{"role": "user", "content": "hi"}]},
             headers=member,
         )
         assert chat.status_code == 200, chat.text

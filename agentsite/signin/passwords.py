@@ -17,7 +17,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.backends import BaseBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
@@ -38,7 +37,11 @@ def passwords_allowed_for(username: str | None) -> bool:
     ).exists()
 
 
-class PasswordGate(BaseBackend):
+class PasswordGate:
+    """A backend that only ever refuses. It has no `get_user` on purpose: Django's test
+    client signs people in with the first backend that has one, and a login session belongs
+    to the backend that can find its user again."""
+
     def authenticate(
         self,
         request: HttpRequest | None,
