@@ -124,7 +124,9 @@ def test_threads_of_one_process_without_redis_stay_within_the_limit(settings) ->
     try:
         for _ in range(3):
             user = random.randrange(10**9, 10**12)
-            answers = hammer_all(THREADS * 4, ATTEMPTS * 2, partial(take_turn_slot, user, rate=f"{LIMIT}/min"))
+            answers = hammer_all(
+                THREADS * 4, ATTEMPTS * 2, partial(take_turn_slot, user, rate=f"{LIMIT}/min")
+            )
             assert answers.count(None) == LIMIT
             assert all(0 < wait <= 60 for wait in answers if wait is not None)
     finally:

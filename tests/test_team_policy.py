@@ -53,9 +53,7 @@ async def test_a_person_in_no_team_gets_every_tool(llm: ScriptedLLM, member: Use
     assert {"exec", "read_file", "web_fetch"} <= offered(llm.requests[0])
 
 
-async def test_several_teams_give_the_union_of_their_tools(
-    llm: ScriptedLLM, member: User
-) -> None:
+async def test_several_teams_give_the_union_of_their_tools(llm: ScriptedLLM, member: User) -> None:
     await sync_to_async(team)("support", member, tools=["read_file"])
     await sync_to_async(team)("platform", member, tools=["exec"])
     llm.reply("ok")
@@ -166,9 +164,7 @@ def test_the_api_refuses_a_tool_the_team_does_not_allow(llm: ScriptedLLM, member
     client.force_authenticate(member)
     answer = client.post("/api/tasks", {"prompt": "hi", "tools": ["exec"]}, format="json")
     assert answer.status_code == 400
-    assert answer.json()["tools"] == [
-        "the tool exec is not allowed by your team support's policy"
-    ]
+    assert answer.json()["tools"] == ["the tool exec is not allowed by your team support's policy"]
     tools = client.get("/api/tools").json()
     assert [tool["name"] for tool in tools] == ["read_file"]
     assert llm.requests == []
@@ -235,8 +231,9 @@ async def test_the_socket_offers_the_teams_models_and_refuses_others(
     assert history["model"] == "openai/small"
     await socket.send_json_to({"type": "model", "model": "openai/scripted"})
     refused = await receive_until(socket, "error")
-    assert "not available to you (your team support's policy allows: openai/small)" in (
-        refused[-1]["message"]
+    assert (
+        "not available to you (your team support's policy allows: openai/small)"
+        in (refused[-1]["message"])
     )
     llm.reply("hi")
     await socket.send_json_to({"type": "message", "content": "hello"})

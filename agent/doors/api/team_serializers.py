@@ -196,10 +196,10 @@ class TeamIn(KnownFieldsOnly):
             exists = exists.exclude(pk=self.instance.pk)
         if exists.exists():
             raise serializers.ValidationError(f"a team {value} exists already")
-        if self.instance is not None and value != self.instance.slug:
-            # The team's group is named as its slug, and a group of that name is another's.
-            if Group.objects.filter(name=value).exists():
-                raise serializers.ValidationError(f"a group named {value} exists already")
+        renamed = self.instance is not None and value != self.instance.slug
+        # The team's group is named as its slug, and a group of that name is another's.
+        if renamed and Group.objects.filter(name=value).exists():
+            raise serializers.ValidationError(f"a group named {value} exists already")
         return value
 
     def validate_members(self, value: list[str]) -> list[User]:
