@@ -95,6 +95,7 @@ class AgentSettings:
     oidc_team_groups: list[str]
     oidc_scopes: str
     oidc_button: str
+    scim_token: str
     ldap_server_uri: str
     ldap_bind_dn: str
     ldap_bind_password: str

@@ -371,6 +371,14 @@ SETTINGS: tuple[Setting, ...] = (
         "oidc_button",
     ),
     Setting(
+        "AGENT_SCIM_TOKEN",
+        "str",
+        "",
+        "the bearer token the identity provider's provisioning (SCIM 2.0, at /scim/v2/) "
+        "sends: it creates people, deactivates them and sets their teams; unset: no SCIM",
+        "scim_token",
+    ),
+    Setting(
         "AGENT_LDAP_SERVER_URI",
         "str",
         "",
