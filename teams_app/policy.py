@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Exists, OuterRef
+
 from agent.conf import AgentSettings, agent_settings
 from teams_app.models import PersonalPolicy, Team
 
@@ -163,16 +165,14 @@ def effective_policy(user: Any, conf: AgentSettings | None = None) -> Policy:
     user_id = user if isinstance(user, int) else getattr(user, "pk", None)
     if not user_id:
         return base
+    admin_of = Team.admins.through.objects.filter(team=OuterRef("pk"), user_id=user_id)
     teams = list(
         Team.objects.filter(group__user=user_id)
-        .prefetch_related("admins", "mcp_servers", "skills")
+        .annotate(is_admin=Exists(admin_of))
         .order_by("slug")
     )
     own = PersonalPolicy.objects.filter(user_id=user_id).first()
-    refs = tuple(
-        TeamRef(team.slug, team.name, any(admin.pk == user_id for admin in team.admins.all()))
-        for team in teams
-    )
+    refs = tuple(TeamRef(team.slug, team.name, bool(team.is_admin)) for team in teams)
     models, models_from = _models(base, teams, own)
     tools, tools_from = _tools(teams, own)
     budget, budget_from = _member_budget(base, teams)
@@ -201,8 +201,8 @@ def effective_policy(user: Any, conf: AgentSettings | None = None) -> Policy:
         turn_rate_from=rate_from,
         exec_network=network,
         exec_network_from=network_from,
-        hidden_mcp_servers=_hidden("mcp_app", "McpServer", "name", teams),
-        hidden_skills=_hidden("skills_app", "Skill", "name", teams),
+        hidden_mcp_servers=_hidden("mcp_app", "McpServer", user_id),
+        hidden_skills=_hidden("skills_app", "Skill", user_id),
     )
 
 
@@ -271,14 +271,11 @@ def _network(base: Policy, teams: Sequence[Team], own: PersonalPolicy | None) ->
     return False, _from(team.slug for team in teams)
 
 
-def _hidden(app: str, model: str, attr: str, teams: Sequence[Team]) -> frozenset[str]:
-    """Names of the `app.model` rows assigned to some team, none of them the person's."""
+def _hidden(app: str, model: str, user_id: int) -> frozenset[str]:
+    """Names of the `app.model` rows (MCP servers, skills) assigned to some team, none of
+    them the person's: one query."""
     from django.apps import apps
 
-    rows = apps.get_model(app, model)._default_manager.filter(teams__isnull=False).distinct()
-    mine = {
-        getattr(row, attr)
-        for team in teams
-        for row in (team.mcp_servers.all() if model == "McpServer" else team.skills.all())
-    }
-    return frozenset(name for name in rows.values_list(attr, flat=True) if name not in mine)
+    rows = apps.get_model(app, model)._default_manager.filter(teams__isnull=False)
+    mine = rows.filter(teams__group__user=user_id).values("pk")
+    return frozenset(rows.exclude(pk__in=mine).values_list("name", flat=True).distinct())
