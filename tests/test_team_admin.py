@@ -10,8 +10,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from auditlog.models import LogEntry
 from django import forms
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
@@ -92,8 +93,8 @@ def form_data(page: Any, **changes: Any) -> dict[str, Any]:
         elif isinstance(field, forms.BooleanField):
             if value:
                 data[name] = "on"
-        elif isinstance(value, list | tuple):
-            data[name] = [str(item) for item in value]
+        elif isinstance(field, forms.MultipleChoiceField | forms.ModelMultipleChoiceField):
+            data[name] = [str(item) for item in value or ()]
         else:
             data[name] = "" if value is None else str(value)
     for name, value in changes.items():
@@ -145,7 +146,10 @@ def test_staff_create_change_and_delete_a_team(admin_client: Client) -> None:
     assert answer.status_code == 302, errors(answer)
     team = Team.objects.get(slug="research")
     assert team.group.name == "research" and list(team.group.user_set.all()) == [ada]
-    assert team.allowed_models == ["openai/large"] and team.approve_tools == ["exec", "mcp_github_*"]
+    assert team.allowed_models == ["openai/large"] and team.approve_tools == [
+        "exec",
+        "mcp_github_*",
+    ]
     assert team.turn_rate == "10/min" and team.member_daily_budget == Decimal("2.50")
     assert team.tools is None and team.exec_network is None
 
@@ -159,15 +163,17 @@ def test_staff_create_change_and_delete_a_team(admin_client: Client) -> None:
     delete = reverse("admin:teams_app_team_delete", args=[team.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 302
     assert not Team.objects.filter(slug="research").exists()
-    assert not team.group.__class__.objects.filter(name="research").exists()
+    assert not Group.objects.filter(name="research").exists()
 
 
 def test_a_turn_rate_is_checked_as_the_sites_is(admin_client: Client, teams: dict) -> None:
     page = admin_client.get(change_url(teams["eng"]))
     answer = admin_client.post(change_url(teams["eng"]), form_data(page, turn_rate="lots"))
-    assert answer.status_code == 200
+    assert answer.status_code == 200, answer.get("Location")
     assert "30/min or 500/day" in " ".join(errors(answer)["turn_rate"])
-    answer = admin_client.post(change_url(teams["eng"]), form_data(page, approve_tools="ex ec!"))
+    answer = admin_client.post(
+        change_url(teams["eng"]), form_data(page, approve_tools="exec, ../x")
+    )
     assert answer.status_code == 200 and "approve_tools" in errors(answer)
 
 
@@ -234,7 +240,9 @@ def test_a_team_admin_sees_only_their_team(
 def test_someone_who_administers_no_team_stays_out(teams: dict[str, Team]) -> None:
     User.objects.create_user("member", password="pw-member-123")
     client = Client()
-    answer = client.post(reverse("admin:login"), {"username": "member", "password": "pw-member-123"})
+    answer = client.post(
+        reverse("admin:login"), {"username": "member", "password": "pw-member-123"}
+    )
     assert answer.status_code == 200  # the form again, with its error
     assert "staff account" in answer.content.decode()
     client = Client()
@@ -269,6 +277,14 @@ def test_a_team_admin_sets_members_and_policy_within_the_ceiling(
     assert set(eng.group.user_set.values_list("username", flat=True)) == {"lead", "bea"}
     assert eng.allowed_models == ["openai/small"] and eng.turn_rate == "10/min"
     assert eng.member_daily_budget == Decimal("4") and eng.team_daily_budget == Decimal("20")
+    # In the audit log as theirs: the team's change, and bea's joining.
+    changed = LogEntry.objects.filter(content_type__model="team", object_pk=str(eng.pk)).first()
+    assert changed is not None and changed.actor == lead
+    assert changed.changes_dict["turn_rate"] == ["", "10/min"]
+    joined = LogEntry.objects.get(
+        content_type__model="user", object_pk=str(bea.pk), action=LogEntry.Action.UPDATE
+    )
+    assert joined.actor == lead and joined.changes_dict["groups"]["objects"] == ["eng"]
 
     page = lead_client.get(change_url(eng))
     past = lead_client.post(
@@ -372,3 +388,11 @@ def test_a_personal_policy_is_staffs_and_sign_in_identities_are_read_only(
     identities = reverse("admin:teams_app_signinidentity_changelist")
     assert admin_client.get(identities).status_code == 200
     assert admin_client.get(reverse("admin:teams_app_signinidentity_add")).status_code == 403
+
+
+def test_the_audit_log_is_in_the_admin_for_staff_read_only(admin_client: Client) -> None:
+    services.create_team(slug="qa")
+    listed = admin_client.get(reverse("admin:auditlog_logentry_changelist"))
+    assert listed.status_code == 200
+    assert "qa" in listed.content.decode() and listed.context["cl"].result_count >= 1
+    assert admin_client.get(reverse("admin:auditlog_logentry_add")).status_code == 403
