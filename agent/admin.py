@@ -13,8 +13,10 @@ from django_q.admin import TaskAdmin
 from django_q.models import Success
 
 from agent.doors.admin_prompt_files import with_prompt_files
+from agent.turn import known_tool_names
 from sessions_app.admin_usage import UserBudgetInline
 from sessions_app.durations import between
+from teams_app.admin_forms import use_tool_names
 
 _User = get_user_model()
 if admin.site.is_registered(_User):
@@ -23,6 +25,10 @@ if admin.site.is_registered(_User):
     _users = with_prompt_files(_base)
     _users.inlines = [*_users.inlines, UserBudgetInline]
     admin.site.register(_User, _users)
+
+# The teams' and people's policies offer the site's tools to tick: the turn package knows
+# them, and lies above the data app whose forms they are.
+use_tool_names(known_tool_names)
 
 
 class _TimedTaskAdmin(TaskAdmin):

@@ -99,7 +99,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Who made each change the audit log records (django-auditlog).
-    "auditlog.middleware.AuditlogMiddleware",
+    "agentsite.audit_actor.AuditActorMiddleware",
     # Last, as axes asks: it turns a sign-in that axes refused into the locked-out page.
     "axes.middleware.AxesMiddleware",
 ]

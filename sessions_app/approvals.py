@@ -11,12 +11,15 @@ a stop, or a new turn of the session, cancels the lot and ends the run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from auditlog.diff import model_instance_diff
+from auditlog.models import LogEntry
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max, Q, QuerySet
@@ -147,6 +150,7 @@ def answer(
     pending = Approval.objects.filter(run=run, status=Approval.Status.PENDING)
     if not pending.filter(pk=approval.pk).update(always=always, **answer_fields):
         raise ApprovalClosed(f"the call {call_id!r} was already answered")
+    answered = [(copy(approval), approval)]
     for name, value in answer_fields.items():
         setattr(approval, name, value)
     approval.always = always
@@ -157,11 +161,25 @@ def answer(
         also = list(same)
         same.update(**answer_fields)
         for other in also:
+            answered.append((copy(other), other))
             for name, value in answer_fields.items():
                 setattr(other, name, value)
+    _log_answers(answered, user)
     # Taken in hand: the door that answered resumes it; the sweep leaves it a while.
     Run.objects.filter(pk=run.pk).update(last_alive=now)
     return Answered(approval, also, ready=not pending.exists())
+
+
+def _log_answers(answered: list[tuple[Approval, Approval]], user: User | None) -> None:
+    """Each answer in the audit log, with who gave it: a conditional update sends no
+    signal for django-auditlog to see, and an answer through the WebSocket comes with no
+    request whose user its middleware could name."""
+    for before, after in answered:
+        changes = model_instance_diff(before, after)
+        if changes:
+            LogEntry.objects.log_create(
+                after, action=LogEntry.Action.UPDATE, changes=changes, actor=user
+            )
 
 
 def allow_in_session(*, session_id: int, name: str) -> None:

@@ -11,6 +11,7 @@ from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from agent.doors.api import (
     approval_views,
+    audit_views,
     cron_job_views,
     mcp_server_views,
     memory_views,
@@ -72,6 +73,7 @@ urlpatterns = [
     *route("me", team_views.Me.as_view(), "me"),
     *route("teams", team_views.TeamList.as_view(), "team-list"),
     *route("teams/<slug:slug>", team_views.TeamDetail.as_view(), "team-detail"),
+    *route("audit", audit_views.Audit.as_view(), "audit"),
     *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
