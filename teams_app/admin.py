@@ -149,6 +149,7 @@ class TeamAdmin(PolicyAdmin):
     ) -> Any:
         form = super().get_form(request, obj, change, **kw)
         form.limited = not self.manages_all(request)  # type: ignore[attr-defined]
+        form.admin = request.user  # type: ignore[attr-defined]
         return form
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:

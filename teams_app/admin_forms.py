@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 
 from agent import tool_patterns
 from agent.conf import AgentSettings, agent_settings
+from teams_app import rules
 from teams_app.models import PersonalPolicy, Team
 from teams_app.policy import rate_per_second
 
@@ -68,6 +69,8 @@ class PolicyForm(forms.ModelForm):
     (a team admin who is not staff); set on the class the admin makes for each request."""
 
     limited = False
+    # The person at the page (a team's admin, when `limited`).
+    admin: Any = None
 
     allowed_models = forms.MultipleChoiceField(
         required=False,
@@ -291,36 +294,19 @@ class TeamForm(PolicyForm):
         return cleaned
 
     def _team_budget_only_narrows(self, cleaned: dict[str, Any]) -> None:
-        """A team's budget stops its members' turns when spent: a team admin may set one or
-        lower it; raising or removing the one staff set is staff's."""
-        before = self.instance.team_daily_budget if self.instance.pk else None
-        after = cleaned.get("team_daily_budget")
-        if before is not None and (after is None or after > before):
+        if not rules.team_budget_narrows(self.instance, cleaned.get("team_daily_budget")):
             self.add_error(
                 "team_daily_budget",
-                f"A team admin may lower the team's daily budget (${before}), not raise or "
-                "remove it: ask staff.",
+                f"A team admin may lower the team's daily budget "
+                f"(${self.instance.team_daily_budget}), not raise or remove it: ask staff.",
             )
 
     def _stays_the_teams(self, field: str, cleaned: dict[str, Any]) -> None:
-        """An MCP server or skill assigned to teams is theirs alone, and one assigned to none
-        is everyone's: a team admin may not publish a team's to the whole site by taking it
-        off its last team."""
         if field not in cleaned or not self.instance.pk:
             return
-        before = set(getattr(self.instance, field).all())
-        after = set(cleaned[field])
-        orphaned = sorted(
-            str(row)
-            for row in before - after
-            if not row.teams.exclude(pk=self.instance.pk).exists()
-        )
-        if orphaned:
-            self.add_error(
-                field,
-                f"{', '.join(orphaned)} belongs to this team alone: taken off, it would be "
-                "everyone's on the site. Ask staff.",
-            )
+        problem = rules.assignment_problem(self.instance, field, cleaned[field], admin=self.admin)
+        if problem:
+            self.add_error(field, problem)
 
 
 class PersonalPolicyForm(PolicyForm):

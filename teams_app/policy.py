@@ -26,18 +26,20 @@ from teams_app.models import PersonalPolicy, Team
 
 OPERATOR = "operator"
 PERSONAL = "personal"
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])[a-z]*\s*$", re.IGNORECASE)
+# As AGENT_TURN_RATE is written and the turn's rate limit reads it (DRF's form): a count,
+# then a period named by its first letter (30/min, 500/day).
+_RATE = re.compile(r"^\s*([1-9]\d*)\s*/\s*([smhd])[a-z]*\s*$", re.IGNORECASE)
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def rate_per_second(rate: str) -> float | None:
-    """Turns a second that a rate such as `30/min` or `100/2h` allows; None for no rate
-    (empty or unreadable: the operator's check at start-up refuses the latter)."""
+    """Turns a second that a rate such as `30/min` allows; None for no rate (empty or
+    unreadable: the operator's check at start-up refuses the latter)."""
     match = _RATE.match(rate or "")
     if not match:
         return None
-    count, multiple, unit = match.groups()
-    return int(count) / (_SECONDS[unit.lower()] * int(multiple or 1))
+    count, unit = match.groups()
+    return int(count) / _SECONDS[unit.lower()]
 
 
 def _from(slugs: Iterable[str]) -> str:

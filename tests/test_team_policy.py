@@ -216,7 +216,15 @@ def test_a_team_admin_changes_their_own_team_within_the_ceiling(member: User) ->
     assert "AGENT_EXEC_NETWORK" in refused.json()["policy"]["exec_network"][0]
     assert "does not offer x/y" in refused.json()["policy"]["models"][0]
     assert client.patch("/api/teams/support", {"admins": ["noa"]}, format="json").status_code == 403
+    assert client.patch("/api/teams/support", {"name": "Ours"}, format="json").status_code == 403
     assert client.delete("/api/teams/support").status_code == 403
+
+    from skills_app.models import Skill
+
+    Skill.objects.create(name="public", description="Everyone's", content="x")
+    taken = client.patch("/api/teams/support", {"skills": ["public"]}, format="json")
+    assert taken.status_code == 400
+    assert "picks from what their teams have" in taken.json()["skills"][0]
 
 
 async def test_the_socket_offers_the_teams_models_and_refuses_others(

@@ -163,7 +163,7 @@ def _budget_problem(amount: Decimal, conf: AgentSettings) -> str:
 def _rate_problem(rate: str, conf: AgentSettings) -> str:
     asked = rate_per_second(rate)
     if asked is None:
-        return "a rate looks like 30/min, 100/h or 500/day"
+        return "a rate looks like 30/min or 500/day"
     ceiling = rate_per_second(conf.turn_rate)
     if ceiling is not None and asked > ceiling:
         return (

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from auditlog.context import set_actor
 from django.db import transaction
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
@@ -16,7 +15,7 @@ from rest_framework.views import APIView
 
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
 from agent.doors.api.team_serializers import MeOut, TeamIn, TeamOut, team_out
-from teams_app import services
+from teams_app import rules, services
 from teams_app.models import Team
 from teams_app.policy import effective_policy
 from teams_app.selectors import teams_for
@@ -31,8 +30,9 @@ _FIELDS = {
     "turn_rate": "turn_rate",
     "exec_network": "exec_network",
 }
-# What only staff change: who runs a team, and what it is called at the identity provider.
-_STAFF_ONLY = ("slug", "admins", "synced")
+# What only staff change: who runs a team, what it is called (at the identity provider too)
+# and where its members come from.
+_STAFF_ONLY = ("slug", "name", "admins", "synced")
 
 
 def _policy_fields(policy: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +58,30 @@ def _apply(team: Team, data: dict[str, Any]) -> None:
         team.skills.set(data["skills"])
 
 
+def _team_admins_may(request: Request, team: Team, fields: dict[str, Any]) -> None:
+    """Refuse what a team's admin, not staff, may not change (the admin's team page keeps to
+    the same rules, `teams_app.admin_forms`)."""
+    barred = [key for key in _STAFF_ONLY if key in fields and fields[key] != getattr(team, key)]
+    if barred:
+        raise PermissionDenied(f"Only staff change a team's {', '.join(barred)}.")
+    problems: dict[str, list[str]] = {}
+    if "members" in fields and team.synced:
+        problems["members"] = ["this team's members follow the identity provider's groups"]
+    budget = fields.get("policy", {}).get("team_daily_budget", team.team_daily_budget)
+    if not rules.team_budget_narrows(team, budget):
+        problems["policy"] = [
+            f"a team's admin may lower its daily budget (${team.team_daily_budget}), not "
+            "raise or remove it: ask staff"
+        ]
+    for field in ("mcp_servers", "skills"):
+        if field in fields:
+            problem = rules.assignment_problem(team, field, fields[field], admin=request.user)
+            if problem:
+                problems[field] = [problem]
+    if problems:
+        raise ValidationError(problems)
+
+
 class TeamList(APIView):
     @extend_schema(
         responses={200: TeamOut(many=True), **AUTH_ERRORS},
@@ -80,7 +104,7 @@ class TeamList(APIView):
         data = TeamIn(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        with set_actor(request.user), transaction.atomic():
+        with transaction.atomic():
             team = services.create_team(
                 slug=fields["slug"],
                 name=fields.get("name", ""),
@@ -120,16 +144,8 @@ class TeamDetail(APIView):
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         if not request.user.is_staff:
-            barred = [key for key in _STAFF_ONLY if key in fields and key != "slug"]
-            if "slug" in fields and fields["slug"] != team.slug:
-                barred.insert(0, "slug")
-            if barred:
-                raise PermissionDenied(f"Only staff change a team's {', '.join(barred)}.")
-            if "members" in fields and team.synced:
-                raise ValidationError(
-                    {"members": ["this team's members follow the identity provider's groups"]}
-                )
-        with set_actor(request.user), transaction.atomic():
+            _team_admins_may(request, team, fields)
+        with transaction.atomic():
             for key in ("slug", "name", "synced"):
                 if key in fields:
                     setattr(team, key, fields[key])
@@ -147,8 +163,7 @@ class TeamDetail(APIView):
         team = self._team(request, slug)
         if not request.user.is_staff:
             raise PermissionDenied("Only staff delete teams.")
-        with set_actor(request.user):
-            services.delete_team(team=team)
+        services.delete_team(team=team)
         return Response(status=204)
 
 
