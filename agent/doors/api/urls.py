@@ -20,6 +20,7 @@ from agent.doors.api import (
     site_views,
     skill_views,
     task_views,
+    token_views,
     upload_views,
     usage_views,
 )
@@ -68,6 +69,8 @@ urlpatterns = [
     ),
     *route("uploads", upload_views.UploadList.as_view(), "upload-list"),
     *route("usage", usage_views.Usage.as_view(), "usage"),
+    *route("tokens", token_views.TokenList.as_view(), "token-list"),
+    *route("tokens/<int:token_id>", token_views.TokenDetail.as_view(), "token-detail"),
     *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
