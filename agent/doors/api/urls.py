@@ -13,6 +13,7 @@ from agent.doors.api import (
     approval_views,
     cron_job_views,
     mcp_server_views,
+    me_views,
     memory_views,
     prompt_file_views,
     search_views,
@@ -71,6 +72,7 @@ urlpatterns = [
     *route("usage", usage_views.Usage.as_view(), "usage"),
     *route("tokens", token_views.TokenList.as_view(), "token-list"),
     *route("tokens/<int:token_id>", token_views.TokenDetail.as_view(), "token-detail"),
+    *route("me", me_views.Me.as_view(), "me"),
     *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.
