@@ -138,6 +138,9 @@ async def test_a_named_token_works_at_every_door_until_it_is_revoked(
     # The OpenAI door.
     models = await client.get("/v1/models", headers=auth(secret, "Bearer"))
     assert models.status_code == 200 and models.json()["object"] == "list"
+    # Its last use is written once a minute at most, not at each request.
+    (again,) = (await client.get("/api/tokens", headers=auth(admin_key))).json()
+    assert again["last_used"] == listed["last_used"]
 
     async with socket_with(live_site, "by-named-token", secret) as socket:
         await answers(socket)
@@ -285,3 +288,20 @@ async def test_drf_tokens_still_work_at_every_door(
     wrong = await client.get("/api/sessions", headers=auth("0" * 40))
     assert wrong.status_code == 401 and wrong.json() == {"detail": "Invalid token."}
     assert wrong.headers["WWW-Authenticate"] == "Token"
+
+
+@pytest.mark.django_db
+def test_the_last_use_is_written_when_the_one_kept_is_a_minute_old(ada: Any) -> None:
+    from django.utils import timezone
+
+    from teams_app.models import ApiToken
+    from teams_app.services import create_token
+    from teams_app.tokens import user_for_secret
+
+    token, secret = create_token(user=ada, name="script")
+    for age, written in [(timedelta(seconds=30), False), (timedelta(seconds=90), True)]:
+        kept = timezone.now() - age
+        ApiToken.objects.filter(pk=token.pk).update(last_used=kept)
+        assert user_for_secret(secret) == (ada, token)
+        now = ApiToken.objects.get(pk=token.pk).last_used
+        assert now is not None and (now > kept) is written, age

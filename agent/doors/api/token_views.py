@@ -78,8 +78,8 @@ class TokenList(APIView):
             )
         except tokens.TooManyTokens as full:
             raise serializers.ValidationError({"detail": str(full)}) from None
-        token.token = secret  # type: ignore[attr-defined]
-        return Response(TokenCreatedOut(token).data, status=201)
+        made = {field: getattr(token, field) for field in ("id", "name", "expires", "created")}
+        return Response(TokenCreatedOut({**made, "token": secret}).data, status=201)
 
 
 class TokenDetail(APIView):
