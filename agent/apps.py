@@ -48,6 +48,11 @@ class AgentConfig(AppConfig):
         post_save.connect(accounts.end_access, sender=user, dispatch_uid="agent.user_access")
         post_delete.connect(accounts.forget_access, sender=user, dispatch_uid="agent.user_gone")
         post_delete.connect(accounts.end_token, sender=Token, dispatch_uid="agent.token_deleted")
+        from teams_app.models import ApiToken
+
+        post_delete.connect(
+            accounts.end_token, sender=ApiToken, dispatch_uid="agent.api_token_deleted"
+        )
         user_logged_out.connect(accounts.end_login, dispatch_uid="agent.logged_out")
         # After django-q2's tables (the schedules live there); Django sends post_migrate
         # only for apps with models, which this one has none of.

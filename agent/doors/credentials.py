@@ -1,11 +1,12 @@
 """What a chat socket was let in with, and whether it still holds.
 
-A socket is opened with an API token (`?token=`) or a login session (the cookie), for one
-user. Access can end while it is open: the user deactivated or deleted, the token deleted,
-the login signed out, or ended by a password change (Django keeps the password's hash in
-each login session, and a login whose hash is not the user's current one no longer counts:
-`django.contrib.auth.get_user`). `revoked` looks at many sockets' credentials at once, in a
-few queries, for the process's poll (`revocation`) as well as for one socket before it acts.
+A socket is opened with an API token (`?token=`: a named token or a DRF token's key) or a
+login session (the cookie), for one user. Access can end while it is open: the user
+deactivated or deleted, the token deleted or expired, the login signed out, or ended by a
+password change (Django keeps the password's hash in each login session, and a login whose
+hash is not the user's current one no longer counts: `django.contrib.auth.get_user`).
+`revoked` looks at many sockets' credentials at once, in a few queries, for the process's
+poll (`revocation`) as well as for one socket before it acts.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from agent.turn import credential_digest
+from teams_app.tokens import Holder, token_holders
 
-# Where `ws_auth.TokenAuthMiddleware` leaves the key of the token that let a socket in.
+# Where `ws_auth.TokenAuthMiddleware` leaves the secret of the token that let a socket in.
 TOKEN_SCOPE_KEY = "agent_token"
 # The session engine whose logins are rows, which one query reads together.
 _DB_ENGINE = "django.contrib.sessions.backends.db"
@@ -36,6 +38,7 @@ class Revoked(Enum):
     DELETED = "deleted"  # the user is gone, and their chats with them
     INACTIVE = "inactive"
     TOKEN = "token"  # the token was deleted
+    EXPIRED = "expired"  # the named token is past its expiry
     LOGIN = "login"  # signed out, expired, or ended by a password change
 
 
@@ -67,36 +70,39 @@ def credential_of(scope: Mapping[str, Any]) -> Credential:
 
 def revoked(credentials: Collection[Credential]) -> dict[Credential, Revoked]:
     """The credentials among `credentials` that no longer hold, each with why (sync: the
-    database). One query for the users, one for the tokens and one for the logins, however
-    many credentials there are (logins of a session engine other than the database's: one
-    look each)."""
+    database). One query for the users, one for each kind of token and one for the logins,
+    however many credentials there are (logins of a session engine other than the
+    database's: one look each)."""
     if not credentials:
         return {}
     user_model = get_user_model()
     ids = {credential.user_id for credential in credentials}
     users = {user.pk: user for user in user_model._default_manager.filter(pk__in=ids)}
-    keys = {credential.token for credential in credentials if credential.token}
-    token_owners = _token_owners(keys) if keys else {}
+    secrets = {credential.token for credential in credentials if credential.token}
+    holders = token_holders(secrets) if secrets else {}
     logins = {credential.login for credential in credentials if credential.login}
     sessions = _login_data(logins) if logins else {}
     found = {}
     for credential in credentials:
         user = users.get(credential.user_id)
+        why: Revoked | None = None
         if user is None:
-            found[credential] = Revoked.DELETED
+            why = Revoked.DELETED
         elif not getattr(user, "is_active", True):
-            found[credential] = Revoked.INACTIVE
-        elif credential.token and token_owners.get(credential.token) != user.pk:
-            found[credential] = Revoked.TOKEN
+            why = Revoked.INACTIVE
+        elif credential.token:
+            why = _token_revoked(holders.get(credential.token), user.pk)
         elif credential.login and not _login_holds(sessions.get(credential.login, {}), user):
-            found[credential] = Revoked.LOGIN
+            why = Revoked.LOGIN
+        if why is not None:
+            found[credential] = why
     return found
 
 
-def _token_owners(keys: Collection[str]) -> dict[str, int]:
-    from rest_framework.authtoken.models import Token
-
-    return dict(Token.objects.filter(key__in=keys).values_list("key", "user_id"))
+def _token_revoked(holder: Holder | None, user_id: int) -> Revoked | None:
+    if holder is None or holder.user_id != user_id:
+        return Revoked.TOKEN
+    return Revoked.EXPIRED if holder.expired else None
 
 
 def _login_data(keys: Collection[str]) -> dict[str, dict[str, Any]]:

@@ -49,6 +49,9 @@ REVOKED_TEXT = {
     Revoked.TOKEN: (
         "the token this chat was opened with has been deleted: open it again with a valid token"
     ),
+    Revoked.EXPIRED: (
+        "the token this chat was opened with has expired: open it again with a valid token"
+    ),
     Revoked.LOGIN: "you have been signed out, or your password was changed: sign in again",
 }
 

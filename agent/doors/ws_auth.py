@@ -13,6 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
 from agent.doors.credentials import TOKEN_SCOPE_KEY
+from teams_app.tokens import TokenExpired, user_for_secret
 
 # Any other scheme ("null" from sandboxed frames and file:// pages, extensions) is no site.
 _WEB_SCHEMES = {"http", "https"}
@@ -85,15 +86,16 @@ def _own_origin(scope: dict[str, Any]) -> str | None:
 
 
 class TokenAuthMiddleware(BaseMiddleware):
-    """`?token=<key>` with a DRF token authenticates the socket like a logged-in cookie.
+    """`?token=<secret>` with an API token (a named token, unexpired, or a DRF token's key)
+    authenticates the socket like a logged-in cookie.
 
     The login cookie authenticates only a handshake that carries an Origin (which
     `SameSiteOriginValidator` has found to be the site's own). Without one it comes from no
     page of this site: a script replaying a stolen cookie, or a browser context that hides
     where it runs. Such a socket is anonymous, and closed with 4401 like any other.
 
-    The token's key stays in the scope (`credentials.TOKEN_SCOPE_KEY`): the socket lasts only
-    as long as its token does.
+    The token's secret stays in the scope (`credentials.TOKEN_SCOPE_KEY`): the socket lasts
+    only as long as its token does (deleted or expired, it closes).
     """
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
@@ -109,10 +111,9 @@ class TokenAuthMiddleware(BaseMiddleware):
 
 
 @database_sync_to_async
-def _user_for_token(key: str) -> Any:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
+def _user_for_token(secret: str) -> Any:
+    try:
+        found = user_for_secret(secret)
+    except TokenExpired:
         return AnonymousUser()
-    return token.user
+    return AnonymousUser() if found is None else found[0]

@@ -22,6 +22,7 @@ from agent.doors.api import (
     skill_views,
     task_views,
     team_views,
+    token_views,
     upload_views,
     usage_views,
 )
@@ -74,6 +75,8 @@ urlpatterns = [
     *route("teams", team_views.TeamList.as_view(), "team-list"),
     *route("teams/<slug:slug>", team_views.TeamDetail.as_view(), "team-detail"),
     *route("audit", audit_views.Audit.as_view(), "audit"),
+    *route("tokens", token_views.TokenList.as_view(), "token-list"),
+    *route("tokens/<int:token_id>", token_views.TokenDetail.as_view(), "token-detail"),
     *route("schema", SchemaView.as_view(), "schema"),
     # The page's script as a file of its own (`?script`), since the Content-Security-Policy
     # refuses inline scripts.

@@ -1,13 +1,15 @@
-"""Who is asking: `Authorization: Bearer <key>`, the key being one of the API's DRF tokens
-(`manage.py drf_create_token <user>`, or the admin's tokens page)."""
+"""Who is asking: `Authorization: Bearer <secret>`, the secret one of the person's API tokens
+(a named token from `/api/tokens` or the chat's settings, or a DRF token from
+`manage.py drf_create_token <user>` or the admin's tokens page)."""
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.http import HttpRequest
-from rest_framework.authtoken.models import Token
 
 from agent.doors.openai.errors import OpenAIError
+from teams_app.tokens import TokenExpired, user_for_secret
 
 NO_KEY = (
     "You didn't provide an API key. You need to provide your API key in an Authorization "
@@ -22,10 +24,14 @@ async def authenticate(request: HttpRequest) -> User:
     key = key.strip()
     if scheme.lower() not in ("bearer", "token") or not key:
         raise _unauthorized(NO_KEY)
-    token = await Token.objects.select_related("user").filter(key=key).afirst()
-    if token is None or not token.user.is_active:
+    try:
+        found = await sync_to_async(user_for_secret)(key)
+    except TokenExpired as expired:
+        raise _unauthorized(str(expired)) from None
+    if found is None:
         raise _unauthorized(WRONG_KEY)
-    return token.user
+    user: User = found[0]
+    return user
 
 
 def _unauthorized(message: str) -> OpenAIError:
