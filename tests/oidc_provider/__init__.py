@@ -183,6 +183,7 @@ class TokenDesk:
 
     def __init__(self) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.signing_key = self.key  # another: a token the published key does not verify
         self.claims: dict[str, Any] = {}
         self.userinfo: dict[str, Any] | None = None
         self.token_status = 200
@@ -221,7 +222,7 @@ class TokenDesk:
                     self.send_json({"error": "invalid_grant"}, desk.token_status)
                     return
                 id_token = jwt.encode(
-                    desk.claims, desk.key, algorithm="RS256", headers={"kid": "desk"}
+                    desk.claims, desk.signing_key, algorithm="RS256", headers={"kid": "desk"}
                 )
                 self.send_json(
                     {
@@ -259,8 +260,9 @@ class TokenDesk:
             "e": _b64(numbers.e),
         }
 
-    def token(self, nonce: str, **claims: Any) -> None:
-        """The next id token: a good one for `nonce`, with `claims` over it."""
+    def token(self, nonce: str, /, **claims: Any) -> None:
+        """The next id token: a good one for `nonce`, with `claims` over it (None: left
+        out)."""
         now = int(time.time())
         self.claims = {
             "iss": self.issuer,
