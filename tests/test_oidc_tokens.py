@@ -68,6 +68,7 @@ def test_a_good_token_signs_in_with_the_groups_it_names(client: Client, desk: To
     # The token endpoint was asked with the code, the client's secret and PKCE's verifier.
     (asked,) = desk.token_requests
     assert asked["code"] == ["a-code"] and asked["client_secret"] == ["desk-secret"]
+    assert asked["redirect_uri"] == ["http://testserver/oidc/callback/"]
     assert len(asked["code_verifier"][0]) >= 43
 
 
@@ -163,6 +164,19 @@ def test_a_token_endpoint_that_refuses_the_code_sends_the_person_back_with_a_mes
 ) -> None:
     desk.token_status = 400
     assert refused(client, callback(client, desk), oidc.PROVIDER_ERROR)
+
+
+def test_behind_tls_ended_at_a_proxy_the_callback_is_the_https_one(
+    client: Client, desk: TokenDesk, settings: Any
+) -> None:
+    settings.SESSION_COOKIE_SECURE = True
+    start = client.get("/oidc/authenticate/")
+    params = authorization_params(start["Location"])
+    assert params["redirect_uri"] == "https://testserver/oidc/callback/"
+    desk.token(params["nonce"])
+    answer = client.get("/oidc/callback/", {"code": "a-code", "state": params["state"]})
+    assert answer["Location"] == "/"
+    assert desk.token_requests[0]["redirect_uri"] == ["https://testserver/oidc/callback/"]
 
 
 def test_the_discovery_document_is_read_once_per_issuer(

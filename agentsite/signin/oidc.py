@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 
 import jwt
 import requests
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -117,6 +118,11 @@ class ProviderBackend(OIDCAuthenticationBackend):
         if request is None or "nonce" not in kwargs or not configured_issuer():
             return None
         return super().authenticate(request, **kwargs)
+
+    def get_token(self, payload: dict[str, Any]) -> Any:
+        # The same address the authorization request named (`callback_url`), as the
+        # provider requires.
+        return super().get_token({**payload, "redirect_uri": callback_url(self.request)})
 
     def get_payload_data(self, token: bytes | str, key: Any) -> dict[str, Any]:
         """The id token's claims, once its signature, issuer, audience and expiry hold."""
@@ -267,6 +273,17 @@ def unique_username(name: str) -> str:
 # ---- the views ------------------------------------------------------------------------------
 
 
+def callback_url(request: HttpRequest) -> str:
+    """This site's `/oidc/callback/` as the browser reaches it, the address to register at
+    the provider. With secure cookies the browser reaches the site over HTTPS (its cookies
+    would not travel otherwise), though TLS may end at a proxy that hands the request on in
+    plain HTTP."""
+    url = request.build_absolute_uri(reverse("oidc_authentication_callback"))
+    if settings.SESSION_COOKIE_SECURE and url.startswith("http://"):
+        url = "https://" + url.removeprefix("http://")
+    return url
+
+
 def back_to_sign_in(request: HttpRequest, text: str) -> HttpResponse:
     messages.error(request, text)
     return HttpResponseRedirect(import_from_settings("LOGIN_REDIRECT_URL_FAILURE"))
@@ -297,6 +314,9 @@ class ProviderRedirect(OIDCAuthenticationRequestView):
             logger.error("sign-in through the identity provider: %s", exc)
             return back_to_sign_in(request, UNREACHABLE)
         return super().get(request)  # type: ignore[no-any-return]
+
+    def get_extra_params(self, request: HttpRequest) -> dict[str, Any]:
+        return {**super().get_extra_params(request), "redirect_uri": callback_url(request)}
 
 
 class ProviderCallback(OIDCAuthenticationCallbackView):
