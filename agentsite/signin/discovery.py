@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-import requests
+import httpx
 from mozilla_django_oidc.utils import import_from_settings
 
 from agent.conf import agent_settings
@@ -54,15 +54,14 @@ def discovery(issuer: str | None = None) -> dict[str, Any]:
         return cached[1]
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     try:
-        response = requests.get(
+        response = httpx.get(
             url,
             timeout=import_from_settings("OIDC_TIMEOUT", 10),
             verify=import_from_settings("OIDC_VERIFY_SSL", True),
-            proxies=import_from_settings("OIDC_PROXY", None),
         )
         response.raise_for_status()
         document = response.json()
-    except (requests.RequestException, ValueError) as exc:
+    except (httpx.HTTPError, ValueError) as exc:
         raise ProviderUnavailable(f"could not read {url}: {exc}") from exc
     if not isinstance(document, dict):
         raise ProviderUnavailable(f"{url} is not a discovery document")

@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import jwt
-import requests
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -341,8 +340,9 @@ class ProviderCallback(OIDCAuthenticationCallbackView):
         except ProviderUnavailable as exc:
             logger.error("sign-in through the identity provider: %s", exc)
             _refuse(request, UNREACHABLE)
-        except requests.RequestException as exc:
-            # The token exchange or the userinfo: the provider refused the code, or is away.
+        except OSError as exc:
+            # The token exchange or the userinfo (requests' errors are OSErrors): the
+            # provider refused the code, or is away.
             logger.error("sign-in through the identity provider failed: %s", str(exc)[:500])
             _refuse(request, PROVIDER_ERROR)
         except SuspiciousOperation as exc:
