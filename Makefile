@@ -9,7 +9,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 # A local install's own secret key, read by agentsite/settings.py when DJANGO_SECRET_KEY is unset.
 SECRET_KEY_FILE := $(or $(AGENT_DATA_DIR),data)/secret_key
 
-.PHONY: install run test lint typecheck bench clean mcp-reference docs docs-install docs-build
+.PHONY: install run test lint typecheck bench clean mcp-reference oidc-provider docs docs-install docs-build
 
 install: $(VENV)/.installed $(SECRET_KEY_FILE)
 	@# The project's own bytecode, compiled ahead (only what changed): where Python never
@@ -46,8 +46,8 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 test: lint typecheck docs-build
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory mcp-reference; \
-	else echo "npm is missing: the reference MCP server's test will be skipped"; fi
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory mcp-reference oidc-provider; \
+	else echo "npm is missing: the reference MCP server's and the identity provider's tests will be skipped"; fi
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml): its own dependency group, added beside the others (--inexact)
@@ -82,6 +82,18 @@ mcp-reference: $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION)
 $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION):
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20+ (Debian: apt-get install nodejs npm)"; exit 1; }
 	npm install --prefix $(MCP_REFERENCE_DIR) --no-audit --no-fund --loglevel=error @modelcontextprotocol/server-filesystem@$(MCP_REFERENCE_VERSION)
+	@touch $@
+
+# A real OpenID Connect provider for the sign-in tests (tests/oidc_provider/provider.js runs
+# it), pinned and installed the same way, into a folder of its own beside the MCP server's.
+OIDC_PROVIDER_VERSION := 9.13.3
+OIDC_PROVIDER_DIR := $(MCP_REFERENCE_DIR)/oidc-provider
+
+oidc-provider: $(OIDC_PROVIDER_DIR)/.installed-$(OIDC_PROVIDER_VERSION)
+
+$(OIDC_PROVIDER_DIR)/.installed-$(OIDC_PROVIDER_VERSION):
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20+ (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm install --prefix $(OIDC_PROVIDER_DIR) --no-audit --no-fund --loglevel=error oidc-provider@$(OIDC_PROVIDER_VERSION)
 	@touch $@
 
 clean:

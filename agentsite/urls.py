@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from agent.doors import pages
 from agentsite import error_pages
+from agentsite.signin.page import SignInView
 from sessions_app import keys  # noqa: F401  (registers the `chat` path converter)
 
 # The admin's app is SimpleAdminConfig (see INSTALLED_APPS): the `admin.py` modules load here,
@@ -18,9 +19,11 @@ urlpatterns = [
     path("api/", include("agent.doors.api.urls")),
     # The OpenAI-compatible door (agent.doors.openai).
     path("v1/", include("agent.doors.openai.urls")),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # Sign-in through the organisation's OpenID Connect provider (agentsite.signin.oidc).
+    path("oidc/", include("mozilla_django_oidc.urls")),
 ]
 
 # Error pages: JSON under /api/, the site's own plain pages elsewhere (see agentsite.error_pages).
