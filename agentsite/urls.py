@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/", include("agent.doors.api.urls")),
     # The OpenAI-compatible door (agent.doors.openai).
     path("v1/", include("agent.doors.openai.urls")),
+    path("scim/v2/", include("agent.doors.scim.urls")),  # identity providers' provisioning
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
