@@ -371,6 +371,17 @@ def test_a_pushed_group_is_a_team_whose_members_the_provider_sets(scim: Scim) ->
     assert member_names(team) == {"ada@example.org"}
     bad = scim.patch(path, {"op": "add", "path": "members", "value": [{"value": "999999"}]})
     error_of(bad, 400, "invalidValue")
+    assert member_names(team) == {"ada@example.org"}
+
+    entries = LogEntry.objects.get_for_object(team.group).filter(actor=None, cid="scim")
+    changes = [entry.changes["groups"] for entry in entries.order_by("pk")]
+    assert [(c["operation"], c["objects"]) for c in changes] == [
+        ("add", ["ada@example.org"]),
+        ("add", ["grace@example.org"]),
+        ("delete", ["ada@example.org"]),
+        ("delete", ["grace@example.org"]),
+        ("add", ["ada@example.org"]),
+    ]
 
 
 def test_a_renamed_group_renames_its_team_and_a_deleted_one_goes(scim: Scim) -> None:
