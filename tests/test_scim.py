@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Group, User
+from django.db.models.signals import pre_save
 from django.test import Client
 
 from teams_app.models import SignInIdentity, Team
@@ -200,6 +201,15 @@ def test_entra_creates_finds_changes_and_deactivates_a_person(scim: Scim) -> Non
     assert entry.actor is None and entry.actor_email == "scim" and entry.cid == "scim"
     assert entry.remote_addr == "127.0.0.1"
     assert entry.additional_data == {"via": "scim"}
+
+
+def test_the_requests_that_mark_the_audit_log_leave_no_signal_receiver_behind(scim: Scim) -> None:
+    scim.post("/Users", okta_user())
+    before = len(pre_save.receivers)
+    for number in range(3):
+        scim.post("/Groups", {"displayName": f"Team {number}"})
+    assert len(pre_save.receivers) == before
+    assert LogEntry.objects.filter(cid="scim", object_repr="Team 2").exists()
 
 
 def test_okta_creates_a_person_and_deactivates_them_with_a_value_object(scim: Scim) -> None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
-from auditlog.context import set_extra_data
+from auditlog.context import auditlog_value, set_extra_data
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -64,7 +65,7 @@ def scim_view(*methods: str) -> Callable[[View], View]:
                     )
                 if request.method == "GET":
                     return view(request, *args, **kwargs)
-                with set_extra_data(audit_context(request)), transaction.atomic():
+                with recorded_as_scim(request), transaction.atomic():
                     return view(request, *args, **kwargs)
             except ScimError as exc:
                 return exc.response()
@@ -79,7 +80,21 @@ def scim_view(*methods: str) -> Callable[[View], View]:
     return wrap
 
 
-def audit_context(request: HttpRequest) -> dict[str, Any]:
+@contextmanager
+def recorded_as_scim(request: HttpRequest) -> Iterator[None]:
+    """The audit log's entries made meanwhile are marked as SCIM's."""
+    outer = auditlog_value.get(None)
+    try:
+        with set_extra_data(audit_marks(request)):
+            yield
+    finally:
+        if outer is not None:
+            # django-auditlog 3.4 does not restore the context it replaced: without this,
+            # the audit middleware would leave its own signal receiver connected for good.
+            auditlog_value.set(outer)
+
+
+def audit_marks(request: HttpRequest) -> dict[str, Any]:
     return {
         "actor": None,
         "remote_addr": client_address(request),
