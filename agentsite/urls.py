@@ -19,12 +19,9 @@ urlpatterns = [
     path("api/", include("agent.doors.api.urls")),
     # The OpenAI-compatible door (agent.doors.openai).
     path("v1/", include("agent.doors.openai.urls")),
-<<<<<<< HEAD
+    # The identity provider's provisioning (agent.doors.scim), with AGENT_SCIM_TOKEN.
+    path("scim/v2/", include("agent.doors.scim.urls")),
     path("accounts/login/", SignInView.as_view(), name="login"),
-=======
-    path("scim/v2/", include("agent.doors.scim.urls")),  # identity providers' provisioning
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
->>>>>>> team/scim
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     # Sign-in through the organisation's OpenID Connect provider (agentsite.signin.oidc).

@@ -231,3 +231,23 @@ def test_with_passwords_off_a_plain_password_is_refused_and_a_superusers_taken(
     settings.AGENT_PASSWORD_LOGIN = True
     client.logout()
     assert client.post("/accounts/login/", form).status_code == 302
+
+
+def test_an_account_the_provider_provisioned_is_the_one_its_first_sign_in_finds(
+    client: Client, desk: TokenDesk
+) -> None:
+    made = User.objects.create_user("grace", email="grace@example.com")
+    SignInIdentity.objects.create(user=made, provider="scim", issuer="scim", subject="ext-1")
+    answer = callback(client, desk, groups=["support"])
+
+    assert answer["Location"] == "/"
+    assert list(User.objects.values_list("username", flat=True)) == ["grace"]
+    assert set(made.sign_in_identities.values_list("issuer", flat=True)) == {"scim", desk.issuer}
+
+
+def test_a_local_account_of_the_same_name_is_not_taken_over(
+    client: Client, desk: TokenDesk
+) -> None:
+    User.objects.create_user("grace", email="grace@example.com", password="local-pw-123")
+    assert callback(client, desk)["Location"] == "/"
+    assert sorted(User.objects.values_list("username", flat=True)) == ["grace", "grace-2"]

@@ -48,6 +48,7 @@ from agentsite.signin.discovery import (
     provider_setting,
 )
 from teams_app.models import SignInIdentity, Team
+from teams_app.selectors import provisioned_user
 from teams_app.services import sync_memberships
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,14 @@ class ProviderBackend(OIDCAuthenticationBackend):
                     _refuse(self.request, DEACTIVATED)
                     return None
                 self.update_user(user, claims)
+            elif (provisioned := self.provisioned(claims)) is not None:
+                # Made by the provider's provisioning (SCIM) before its first sign-in.
+                user = provisioned
+                if not user.is_active:
+                    logger.warning("refused %s at sign-in: the account is deactivated", user)
+                    _refuse(self.request, DEACTIVATED)
+                    return None
+                self.update_user(user, claims)
             elif self.get_settings("OIDC_CREATE_USER", True):
                 user = self.create_user(claims)
             else:
@@ -189,6 +198,13 @@ class ProviderBackend(OIDCAuthenticationBackend):
                 patterns=agent_settings().oidc_team_groups,
             )
         return user
+
+    @staticmethod
+    def provisioned(claims: Mapping[str, Any]) -> Any:
+        """The account provisioning made for this person, found by their name there, or by
+        their address when the provider vouches for it."""
+        email = str(claims.get("email") or "") if claims.get("email_verified", True) else ""
+        return provisioned_user(username=str(claims.get("preferred_username") or ""), email=email)
 
     def groups_of(
         self, user: Any, payload: Mapping[str, Any], info: Mapping[str, Any]

@@ -26,11 +26,13 @@ from agent.doors.scim.errors import invalid_value, taken
 from agent.doors.scim.listing import Conditions, by_pk
 from agent.doors.scim.patch import Operation, Path, boolean
 from teams_app.models import SignInIdentity, Team
+from teams_app.selectors import PROVISIONED
 
 logger = logging.getLogger(__name__)
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
-SCIM = "scim"  # the issuer and the provider of the identities that hold an externalId
+# The issuer and the provider of the identities that hold an externalId.
+SCIM = PROVISIONED
 
 
 def scim_users() -> QuerySet[User]:
