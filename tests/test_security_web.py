@@ -113,7 +113,7 @@ def test_an_unexpected_error_in_an_api_view_is_a_json_500_logged_whole(
     async def broken(conf: object) -> None:
         raise RuntimeError(f"internal detail at {ROOT}/agent/secret.py")
 
-    monkeypatch.setattr("agent.doors.api.site_views.turn_registry", broken)
+    monkeypatch.setattr("agent.doors.api.site_views.offered_tools", broken)
     with caplog.at_level(logging.ERROR, logger="agent.doors.api.error_responses"):
         response = api.get("/api/tools")
     assert assert_json_error(response, 500) == {"detail": "Internal server error."}
@@ -160,10 +160,10 @@ def test_an_unknown_page_is_a_plain_404_page(browser: Client) -> None:
 def test_a_server_error_is_a_plain_500_page(
     browser: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken() -> None:
+    def broken(user: object) -> None:
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr("agent.doors.pages.agent_settings", broken)
+    monkeypatch.setattr("agent.doors.pages.settings_for", broken)
     response = browser.get("/")
     assert_site_page(response, 500)
     assert b"internal detail" not in response.content
