@@ -208,6 +208,42 @@ def effective_policy(user: Any, conf: AgentSettings | None = None) -> Policy:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """What a person's turns may cost a day: their own (None: no budget), and each of their
+    teams' budgets as (slug, USD)."""
+
+    member: Decimal | None
+    teams: tuple[tuple[str, Decimal], ...]
+
+
+def budgets_of(user_id: int, conf: AgentSettings | None = None) -> Budgets:
+    """A person's budgets as `effective_policy` says them, in one query: a turn checks them
+    at every door, and need not read the rest of the policy for it."""
+    base = operator_policy(conf or agent_settings())
+    teams = list(
+        Team.objects.filter(group__user=user_id).only(
+            "slug", "member_daily_budget", "team_daily_budget"
+        )
+    )
+    return Budgets(
+        member=_member_budget(base, teams)[0],
+        teams=tuple(
+            (team.slug, Decimal(team.team_daily_budget))
+            for team in teams
+            if team.team_daily_budget is not None
+        ),
+    )
+
+
+def rate_of(user_id: int, conf: AgentSettings | None = None) -> str:
+    """A person's turn rate as `effective_policy` says it, in two queries."""
+    base = operator_policy(conf or agent_settings())
+    teams = list(Team.objects.filter(group__user=user_id).only("slug", "turn_rate"))
+    own = PersonalPolicy.objects.filter(user_id=user_id).only("turn_rate").first()
+    return _rate(base, teams, own)[0]
+
+
 def _models(
     base: Policy, teams: Sequence[Team], own: PersonalPolicy | None
 ) -> tuple[tuple[str, ...], str]:

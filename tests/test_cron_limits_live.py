@@ -77,7 +77,7 @@ def test_processes_without_redis_count_against_one_window(tmp_path: Path) -> Non
     start = time.time() + 4  # time enough for both to import Django
     hammers = [
         subprocess.Popen(
-            [sys.executable, "-c", HAMMER, "7", str(start), "8", "10"],
+            [sys.executable, "-c", HAMMER, "7", str(start), "8", "10", f"{limit}/min"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -6,6 +6,7 @@ discovery document's cache, and passwords left to superusers."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -251,3 +252,23 @@ def test_a_local_account_of_the_same_name_is_not_taken_over(
     User.objects.create_user("grace", email="grace@example.com", password="local-pw-123")
     assert callback(client, desk)["Location"] == "/"
     assert sorted(User.objects.values_list("username", flat=True)) == ["grace", "grace-2"]
+
+
+def test_a_provider_that_takes_the_secret_in_the_header_alone_gets_it_there(
+    client: Client, desk: TokenDesk
+) -> None:
+    desk.auth_methods = ["client_secret_basic", "private_key_jwt"]
+    assert callback(client, desk)["Location"] == "/"
+    (asked,) = desk.token_requests
+    assert "client_secret" not in asked
+    expected = base64.b64encode(f"{CLIENT_ID}:desk-secret".encode()).decode()
+    assert desk.token_authorizations == [f"Basic {expected}"]
+
+
+def test_a_provider_that_takes_the_form_gets_the_secret_there(
+    client: Client, desk: TokenDesk
+) -> None:
+    desk.auth_methods = ["client_secret_basic", "client_secret_post"]
+    assert callback(client, desk)["Location"] == "/"
+    assert desk.token_requests[0]["client_secret"] == ["desk-secret"]
+    assert desk.token_authorizations == [None]

@@ -87,7 +87,8 @@ def test_a_budget_is_read_in_two_small_queries_and_the_ledger_only_when_one_appl
         assert budget_state(user_id=ada.pk, site_budget=0).exceeded
     UserBudget.objects.filter(user=ada).update(unlimited=True)
     assert budget_state(user_id=ada.pk, site_budget=0.1).limit is None
-    with django_assert_num_queries(1):  # a turn's check, for someone with no budget
+    # A turn's check, for someone with no budget: their teams' budgets, then their own.
+    with django_assert_num_queries(2):
         assert state_of(ada.pk) == BudgetState(limit=None, spent=Decimal(0))
     # Yesterday's spending is yesterday's.
     DailyUsage.objects.update(day=today() - datetime.timedelta(days=1))

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from agent.conf import agent_settings
-from teams_app.policy import effective_policy
+from teams_app.policy import rate_of
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +84,6 @@ def take_turn_slot(user_id: int, *, rate: str | None = None) -> float | None:
     if settings.REDIS_URL:
         return _take_in_redis(settings.REDIS_URL, key, count, window)
     return _take_here(Path(settings.DATA_DIR) / WINDOW_FILE, key, count, window)
-
-
-def rate_of(user_id: int) -> str:
-    return effective_policy(user_id).turn_rate
 
 
 def past_rate(username: str, user_id: int | None = None) -> str:

@@ -36,7 +36,7 @@ from agent.turn.db import on_db
 from agent.turn.refusals import TurnError
 from sessions_app import holds, usage
 from sessions_app.usage import BudgetState
-from teams_app.policy import Policy, effective_policy
+from teams_app.policy import Budgets, budgets_of
 from teams_app.selectors import team_spent
 
 
@@ -70,19 +70,19 @@ def _renews() -> str:
     return f"it renews at 00:00 UTC, in {after}"
 
 
-def limit_of(user_id: int, policy: Policy | None = None) -> Decimal | None:
+def limit_of(user_id: int, budgets: Budgets | None = None) -> Decimal | None:
     """The user's daily budget: the one staff set for them, else their teams' budget for
     each member (under the site's), else the site's; None when none applies."""
-    policy = policy or effective_policy(user_id)
-    member = float(policy.member_daily_budget or 0)
+    budgets = budgets or budgets_of(user_id)
+    member = float(budgets.member or 0)
     return usage.budget_limit(user_id=user_id, site_budget=member)
 
 
-def state_of(user_id: int, policy: Policy | None = None) -> BudgetState:
+def state_of(user_id: int, budgets: Budgets | None = None) -> BudgetState:
     """The user's budget, and when one applies what their runs cost today with what their
     running work holds (else 0: unread). Their budget is the one staff set for them, else
     their teams' budget for each member, else the site's (`teams_app.policy`)."""
-    limit = limit_of(user_id, policy)
+    limit = limit_of(user_id, budgets)
     if limit is None:
         return BudgetState(limit=None, spent=Decimal(0))
     spent, held = holds.spent_apart(user_id=user_id, day=usage.today())
@@ -105,10 +105,10 @@ def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
     What their turns still running have spent and hold counts (`state_of`)."""
     if user is None:
         return None
-    policy = effective_policy(user.pk)
-    state = state_of(user.pk, policy)
+    budgets = budgets_of(user.pk)
+    state = state_of(user.pk, budgets)
     if state.limit is None or not state.exceeded:
-        return _team_over_budget(policy, whose)
+        return _team_over_budget(budgets, whose)
     their = "your" if whose == "Your" else "their"
     message = (
         f"{whose} daily budget of {dollars(state.limit)} is spent "
@@ -117,10 +117,10 @@ def over_budget(user: User | None, *, whose: str = "Your") -> OverBudget | None:
     return OverBudget(message, retry_after=_until_tomorrow())
 
 
-def _team_over_budget(policy: Policy, whose: str) -> OverBudget | None:
+def _team_over_budget(budgets: Budgets, whose: str) -> OverBudget | None:
     """Why the person's turns stop because one of their teams spent its own budget today:
     a team's budget is the team's money, whichever other teams the person is in."""
-    for slug, limit in policy.team_budgets:
+    for slug, limit in budgets.teams:
         spent = team_spent(slug=slug, day=usage.today())
         if spent >= limit:
             team = f"{'Your' if whose == 'Your' else whose + chr(39) + 's'} team {slug}"

@@ -101,4 +101,17 @@ def provider_setting(attr: str, *default: Any) -> Any:
         return conf.oidc_client_secret
     if attr == "OIDC_RP_SCOPES":
         return conf.oidc_scopes
+    if attr == "OIDC_TOKEN_USE_BASIC_AUTH":
+        return secret_in_header(discovery())
     return import_from_settings(attr, *default)
+
+
+def secret_in_header(document: dict[str, Any]) -> bool:
+    """Whether the client's secret goes to the token endpoint in the Authorization header
+    (client_secret_basic) rather than the form (client_secret_post, the library's way): only
+    when the provider says it takes the header and not the form. The two must not be sent
+    together (RFC 6749, 2.3)."""
+    methods = document.get("token_endpoint_auth_methods_supported")
+    if not isinstance(methods, list):
+        return False  # said nowhere: the form, which nearly every provider takes
+    return "client_secret_basic" in methods and "client_secret_post" not in methods

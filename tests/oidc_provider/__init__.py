@@ -189,6 +189,10 @@ class TokenDesk:
         self.token_status = 200
         self.discovery_requests = 0
         self.token_requests: list[dict[str, list[str]]] = []
+        # What discovery says of the client's authentication at the token endpoint (None:
+        # nothing), and the Authorization header of each token request.
+        self.auth_methods: list[str] | None = None
+        self.token_authorizations: list[str | None] = []
         desk = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -218,6 +222,7 @@ class TokenDesk:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 desk.token_requests.append(parse_qs(self.rfile.read(length).decode()))
+                desk.token_authorizations.append(self.headers.get("Authorization"))
                 if desk.token_status != 200:
                     self.send_json({"error": "invalid_grant"}, desk.token_status)
                     return
@@ -247,6 +252,8 @@ class TokenDesk:
         }
         if self.userinfo is not None:
             found["userinfo_endpoint"] = f"{self.issuer}/userinfo"
+        if self.auth_methods is not None:
+            found["token_endpoint_auth_methods_supported"] = self.auth_methods
         return found
 
     def public_jwk(self) -> dict[str, str]:
