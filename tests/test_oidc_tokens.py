@@ -272,3 +272,15 @@ def test_a_provider_that_takes_the_form_gets_the_secret_there(
     assert callback(client, desk)["Location"] == "/"
     assert desk.token_requests[0]["client_secret"] == ["desk-secret"]
     assert desk.token_authorizations == [None]
+
+
+def test_a_public_client_sends_no_secret_and_proves_itself_with_pkce(
+    client: Client, desk: TokenDesk, settings: Any
+) -> None:
+    settings.AGENT_OIDC_CLIENT_SECRET = ""
+    desk.auth_methods = ["client_secret_basic", "none"]
+    assert callback(client, desk)["Location"] == "/"
+    (asked,) = desk.token_requests
+    assert "client_secret" not in asked and asked["client_id"] == [CLIENT_ID]
+    assert len(asked["code_verifier"][0]) >= 43
+    assert desk.token_authorizations == [None]

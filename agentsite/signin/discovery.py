@@ -102,7 +102,7 @@ def provider_setting(attr: str, *default: Any) -> Any:
     if attr == "OIDC_RP_SCOPES":
         return conf.oidc_scopes
     if attr == "OIDC_TOKEN_USE_BASIC_AUTH":
-        return secret_in_header(discovery())
+        return bool(conf.oidc_client_secret) and secret_in_header(discovery())
     return import_from_settings(attr, *default)
 
 

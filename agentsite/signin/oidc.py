@@ -122,7 +122,11 @@ class ProviderBackend(OIDCAuthenticationBackend):
     def get_token(self, payload: dict[str, Any]) -> Any:
         # The same address the authorization request named (`callback_url`), as the
         # provider requires.
-        return super().get_token({**payload, "redirect_uri": callback_url(self.request)})
+        payload = {**payload, "redirect_uri": callback_url(self.request)}
+        if not payload.get("client_secret"):
+            # A public client, PKCE alone: it names itself and sends no secret (RFC 6749, 2.3).
+            payload.pop("client_secret", None)
+        return super().get_token(payload)
 
     def get_payload_data(self, token: bytes | str, key: Any) -> dict[str, Any]:
         """The id token's claims, once its signature, issuer, audience and expiry hold."""
