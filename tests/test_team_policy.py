@@ -277,11 +277,14 @@ def test_the_command_line_keeps_to_the_users_team(
     settings.AGENT_MODELS = ["openai/small"]
     team("support", member, allowed_models=["openai/small"], tools=["read_file"])
     llm.reply("from the small one")
-    call_command("agent", "-m", "hi", "--user", "mia")
+    # Verbosity 2: below it the command quiets the `agent` loggers, for the whole process.
+    call_command("agent", "-m", "hi", "--user", "mia", verbosity=2)
     assert llm.requests[0]["model"] == "small"
     assert offered(llm.requests[0]) == {"read_file"}
     with pytest.raises(CommandError, match="not available to you"):
-        call_command("agent", "-m", "hi", "--user", "mia", "--model", "openai/scripted")
+        call_command(
+            "agent", "-m", "hi", "--user", "mia", "--model", "openai/scripted", verbosity=2
+        )
     assert len(llm.requests) == 1
 
 
