@@ -86,10 +86,9 @@ def take_turn_slot(user_id: int, *, rate: str | None = None) -> float | None:
     return _take_here(Path(settings.DATA_DIR) / WINDOW_FILE, key, count, window)
 
 
-def past_rate(username: str, user_id: int | None = None) -> str:
+def past_rate(username: str) -> str:
     """Why a turn the user's own work would start (a cron run, a sub-agent) does not."""
-    rate = rate_of(user_id) if user_id is not None else agent_settings().turn_rate
-    return f"{username} is past their turn rate of {rate}"
+    return f"{username} is past their turn rate of {agent_settings().turn_rate}"
 
 
 def _take_in_redis(url: str, key: str, count: int, window: int) -> float | None:
