@@ -13,6 +13,7 @@ receiver first runs: every process loads this module with the app, and few chang
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -117,6 +118,32 @@ def end_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 
     user_id, digest = user.pk, credential_digest(session.session_key)
     _after_commit(lambda: access_changed(user_id, credential=digest), f"signing out user {user_id}")
+
+
+def follow_membership(
+    sender: Any,
+    instance: Any,
+    action: str,
+    reverse: bool,
+    pk_set: set[int] | None,
+    **kwargs: Any,
+) -> None:
+    """`m2m_changed` of users' groups: a person who left a team (or whose teams were all
+    taken away) has their sockets check again, and those on the team's chats close."""
+    if action == "pre_clear" and reverse:
+        # Who the group held is gone by `post_clear`.
+        instance._agent_cleared = list(instance.user_set.values_list("pk", flat=True))
+        return
+    if action not in ("post_remove", "post_clear"):
+        return
+    if reverse:
+        users = list(pk_set or ()) if action == "post_remove" else instance._agent_cleared
+    else:
+        users = [instance.pk]
+    from agent.turn import access_changed
+
+    for user_id in users:
+        _after_commit(functools.partial(access_changed, user_id), f"user {user_id} left a team")
 
 
 def _after_commit(tell: Callable[[], Awaitable[None]], what: str) -> None:

@@ -3,7 +3,13 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.contrib.auth.signals import user_logged_out
 from django.core import checks
-from django.db.models.signals import post_delete, post_migrate, post_save, pre_save
+from django.db.models.signals import (
+    m2m_changed,
+    post_delete,
+    post_migrate,
+    post_save,
+    pre_save,
+)
 
 
 def _ensure_schedules(**kwargs: Any) -> None:
@@ -54,6 +60,11 @@ class AgentConfig(AppConfig):
             accounts.end_token, sender=ApiToken, dispatch_uid="agent.api_token_deleted"
         )
         user_logged_out.connect(accounts.end_login, dispatch_uid="agent.logged_out")
+        m2m_changed.connect(
+            accounts.follow_membership,
+            sender=user.groups.through,
+            dispatch_uid="agent.membership",
+        )
         # After django-q2's tables (the schedules live there); Django sends post_migrate
         # only for apps with models, which this one has none of.
         django_q = apps.get_app_config("django_q")

@@ -70,6 +70,7 @@ class AgentSettings:
     hooks_file: str
     hooks: tuple[str, ...]
     restrict_to_workspace: bool
+    team_files_in_personal_chats: bool
     exec_timeout: int
     exec_network: bool
     exec_uid: int

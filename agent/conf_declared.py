@@ -232,6 +232,14 @@ SETTINGS: tuple[Setting, ...] = (
         "commands on the host",
         "restrict_to_workspace",
     ),
+    Setting(
+        "AGENT_TEAM_FILES_IN_PERSONAL_CHATS",
+        "bool",
+        False,
+        "a member's personal chats also read their teams' bootstrap files and skills "
+        "(`<workspace>/teams/<slug>/`), after the operator's",
+        "team_files_in_personal_chats",
+    ),
     Setting("AGENT_EXEC_TIMEOUT", "int", 60, "seconds before exec kills a command", "exec_timeout"),
     Setting(
         "AGENT_EXEC_NETWORK",

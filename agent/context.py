@@ -37,9 +37,12 @@ def system_prompt(
     tool_names: Iterable[str],
     sections: Iterable[str] = (),
     folder: Path | None = None,
+    whose: str = "the user's own",
+    shared: Iterable[Path] = (),
 ) -> str:
-    """The prompt of a turn whose user works in `folder`: the bootstrap files of the
-    `workspace`'s root, which the operator keeps for everyone, then the user's own."""
+    """The prompt of a turn that works in `folder`: the bootstrap files of the
+    `workspace`'s root, which the operator keeps for everyone, then those of the `shared`
+    team folders, then the folder's own (`whose`: the user's, or a team chat's team's)."""
     parts = [
         IDENTITY,
         "## Runtime\n"
@@ -49,8 +52,10 @@ def system_prompt(
         f"- Tools: {', '.join(sorted(tool_names)) or 'none'}",
     ]
     parts.extend(_bootstrap_sections(workspace))
+    for team in shared:
+        parts.extend(_bootstrap_sections(team, note=f" (the team {team.name}'s)", fenced=True))
     if folder is not None and folder != workspace:
-        parts.extend(_bootstrap_sections(folder, note=" (the user's own)", fenced=True))
+        parts.extend(_bootstrap_sections(folder, note=f" ({whose})", fenced=True))
     parts.extend(section for section in sections if section)
     return "\n\n".join(parts)
 

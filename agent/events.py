@@ -74,6 +74,8 @@ class ThinkingStarted(Event):
     run_id: str
     # The model the turn's replies come from.
     model: str | None = None
+    # Whose message the turn answers (`{id, name}`), which a team chat's viewers see.
+    author: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,8 @@ class MessageEvent(Event):
     error: bool | None = None
     model: str | None = None
     created: str | None = None
+    # On a person's message: who wrote it (`{id, name}`).
+    author: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ def run_queued_task(run_id: str) -> str:
         return "missing"
     if run.status != Run.Status.QUEUED:
         return run.status  # cancelled before a worker got to it
-    turn.execute_task(run, owner=run.session.owner)
+    turn.execute_task(run, owner=run.author if run.author_id else run.session.owner)
     finished = selectors.get_run(run_id=run.pk)
     return finished.status if finished is not None else "missing"
 

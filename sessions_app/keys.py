@@ -1,10 +1,11 @@
 """Session keys, and the one rule for the ones a person can reach.
 
-A key is `channel:chat_id`. People reach three channels: `web` (chats started on the chat
-page), `api` (tasks sent to the API) and `openai` (conversations of OpenAI clients, at
-`/v1/chat/completions`). Every door that takes a key or a chat id from a person checks it
-here: the chat page and its socket, the API's task input and its `/api/sessions/<key>`
-routes, the OpenAI door's session. So a session one door makes opens through the others,
+A key is `channel:chat_id`. People reach four channels: `web` (chats started on the chat
+page), `api` (tasks sent to the API), `openai` (conversations of OpenAI clients, at
+`/v1/chat/completions`) and `team` (a team's shared chats, which every member reaches).
+Every door that takes a key or a chat id from a person checks it here: the chat page and
+its socket, the API's task input and its `/api/sessions/<key>` routes, the OpenAI door's
+session. So a session one door makes opens through the others,
 and a key one door refuses, every door refuses. The command line's, scheduled jobs' and
 the heartbeat's and sub-agents' sessions (`cli:`, `cron:`, `heartbeat`, `subagent:`) match
 no pattern here: the agent opens them, no person names them.
@@ -14,7 +15,7 @@ there, and it is never `.` or `..`, which browsers and proxies resolve away.
 
 The page and its socket address a chat by a path segment: a web session by its bare chat id
 (`/c/<id>/`, `/ws/chat/<id>/`, as the socket always has) and an API or OpenAI client's
-session by its key (`/c/api:<id>/`, `/ws/chat/openai:<id>/`).
+session by its key (`/c/api:<id>/`, `/ws/chat/openai:<id>/`, `/c/team:<id>/`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from django.urls import register_converter
 # Each pattern is written to mean the same in Python (`fullmatch`) and in JavaScript
 # (`^(?:…)$`): the chat page gets it from the server rather than keeping a copy of its own.
 CHAT_ID_PATTERN = r"(?!\.\.?$)[A-Za-z0-9_.@-]{1,190}"
-USER_CHANNELS = ("web", "api", "openai")
-SESSION_KEY_PATTERN = rf"(?:web|api|openai):{CHAT_ID_PATTERN}"
+USER_CHANNELS = ("web", "api", "openai", "team")
+TEAM_CHANNEL = "team"
+SESSION_KEY_PATTERN = rf"(?:web|api|openai|team):{CHAT_ID_PATTERN}"
 # The page's and the socket's path segment: a web chat id, or another session's whole key.
-CHAT_PATH_PATTERN = rf"(?:(?:api|openai):)?{CHAT_ID_PATTERN}"
+CHAT_PATH_PATTERN = rf"(?:(?:api|openai|team):)?{CHAT_ID_PATTERN}"
 
 _CHAT_ID = re.compile(CHAT_ID_PATTERN)
 _SESSION_KEY = re.compile(SESSION_KEY_PATTERN)
@@ -48,15 +50,19 @@ def is_chat_id(chat_id: str) -> bool:
 
 def is_user_key(key: str) -> bool:
     """Whether a person may name session `key` (their own `web:`, `api:` or `openai:`
-    session)."""
+    session, or a `team:` chat of one of their teams)."""
     return _SESSION_KEY.fullmatch(key) is not None
+
+
+def is_team_key(key: str) -> bool:
+    return key.startswith(f"{TEAM_CHANNEL}:")
 
 
 def key_for_path(segment: str) -> str | None:
     """The session key a page or socket path segment names; None if it names none."""
     if _CHAT_PATH.fullmatch(segment) is None:
         return None
-    return segment if segment.startswith(("api:", "openai:")) else f"web:{segment}"
+    return segment if segment.startswith(("api:", "openai:", "team:")) else f"web:{segment}"
 
 
 def path_for_key(key: str) -> str:

@@ -22,9 +22,11 @@ class MemoryTaken(Exception):
 # ---- reads ------------------------------------------------------------------------------
 
 
-def long_term_memory(*, owner_id: int | None) -> str:
-    memory = Memory.objects.filter(owner_id=owner_id, session__isnull=True).first()
-    return memory.content if memory is not None else ""
+def long_term_memory(*, owner_id: int | None, team_id: int | None = None) -> str:
+    """A person's long-term memory, or with `team_id`, the team's."""
+    memory = Memory.objects.filter(owner_id=owner_id, team_id=team_id, session__isnull=True)
+    found = memory.first()
+    return found.content if found is not None else ""
 
 
 def latest_summary(*, session_id: int) -> str:
@@ -84,20 +86,28 @@ def save_consolidation(
     session = Session.objects.select_for_update().filter(pk=session_id).first()
     if session is None:
         return None
-    entry = Memory.objects.create(owner_id=session.owner_id, session=session, content=history_entry)
+    entry = Memory.objects.create(
+        owner_id=session.owner_id, team_id=session.team_id, session=session, content=history_entry
+    )
     if memory_update is not None:
-        set_long_term_memory(owner_id=session.owner_id, content=memory_update)
+        set_long_term_memory(
+            owner_id=session.owner_id, team_id=session.team_id, content=memory_update
+        )
     if upto > session.last_consolidated:
         Session.objects.filter(pk=session_id).update(last_consolidated=upto)
     return entry
 
 
 @transaction.atomic
-def set_long_term_memory(*, owner_id: int | None, content: str) -> Memory:
-    memory = Memory.objects.select_for_update().filter(owner_id=owner_id, session__isnull=True)
+def set_long_term_memory(
+    *, owner_id: int | None, content: str, team_id: int | None = None
+) -> Memory:
+    memory = Memory.objects.select_for_update().filter(
+        owner_id=owner_id, team_id=team_id, session__isnull=True
+    )
     found = memory.first()
     if found is None:
-        return Memory.objects.create(owner_id=owner_id, content=content)
+        return Memory.objects.create(owner_id=owner_id, team_id=team_id, content=content)
     found.content = content
     found.save(update_fields=["content", "updated"])
     return found
@@ -105,7 +115,8 @@ def set_long_term_memory(*, owner_id: int | None, content: str) -> Memory:
 
 @transaction.atomic
 def create_memory(*, owner: Any, session: Session | None, content: str) -> Memory:
-    if session is None and Memory.objects.filter(owner=owner, session__isnull=True).exists():
+    own = Memory.objects.filter(owner=owner, team__isnull=True, session__isnull=True)
+    if session is None and own.exists():
         raise MemoryTaken()
     return Memory.objects.create(owner=owner, session=session, content=content)
 

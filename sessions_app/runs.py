@@ -49,6 +49,7 @@ def start_new_run(
     model: str,
     tools: RunTools = None,
     replaces: int | None = None,
+    author_id: int | None = None,
 ) -> Run:
     """The run of a turn that starts now, never queued: running, its session's current turn
     (`start_queued_run` starts one that was queued first). `tools`: see `Run.tools`;
@@ -63,6 +64,7 @@ def start_new_run(
         model=model,
         tools=tools,
         replaces_id=replaces,
+        author_id=author_id or session.owner_id,
         status=Run.Status.RUNNING,
         started=now,
         last_alive=now,
@@ -81,9 +83,11 @@ def queue_run(
     cron_job_id: int | None = None,
     tools: RunTools = None,
     approve_tools: Carried = (),
+    author_id: int | None = None,
 ) -> Run:
     """A run that exists (and can be watched or cancelled) before its turn starts;
-    `cron_job_id`: the job it runs for; `approve_tools`: see `Run.approve_tools`."""
+    `cron_job_id`: the job it runs for; `approve_tools`: see `Run.approve_tools`;
+    `author_id`: whose turn it is (by default the session's owner's)."""
     title_from(session, prompt)
     run: Run = create_row(
         session,
@@ -93,6 +97,7 @@ def queue_run(
         model=model,
         tools=tools,
         approve_tools=list(approve_tools),
+        author_id=author_id or session.owner_id,
         status=Run.Status.QUEUED,
         cron_job_id=cron_job_id,
     )
@@ -109,6 +114,7 @@ def queue_run_unless_busy(
     cron_job_id: int | None = None,
     tools: RunTools = None,
     approve_tools: Carried = (),
+    author_id: int | None = None,
 ) -> Run | None:
     """A queued run, unless the session has one that has not ended (a scheduled job that
     is still running is not started again): then None."""
@@ -127,6 +133,7 @@ def queue_run_unless_busy(
         cron_job_id=cron_job_id,
         tools=tools,
         approve_tools=approve_tools,
+        author_id=author_id,
     )
 
 
@@ -143,15 +150,27 @@ def queue_subagent(
     parent_run_id: UUID | None = None,
     tools: RunTools = None,
     approve_tools: Carried = (),
+    author_id: int | None = None,
 ) -> Run:
     """A sub-agent's run, queued in a session of its own (no history to share) that
     belongs to the parent's owner; `parent` hears how it ended. `parent_run_id`: the run
     whose turn started it; `tools`: the most it may use (a turn limited to some tools
     starts sub-agents limited to them too); `approve_tools`: what waited for a person in
     that turn, which the sub-agent, with no one to ask, is refused."""
-    session = get_or_create_session(
-        key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
-    )
+    if parent.team_id is not None:
+        # A team chat's sub-agent works in the team's folder, as the member whose turn
+        # started it (`author_id`).
+        chat_id = uuid.uuid4().hex[:12]
+        session = Session.objects.create(
+            key=f"{SUBAGENT_CHANNEL}:{chat_id}",
+            channel=SUBAGENT_CHANNEL,
+            chat_id=chat_id,
+            team_id=parent.team_id,
+        )
+    else:
+        session = get_or_create_session(
+            key=f"{SUBAGENT_CHANNEL}:{uuid.uuid4().hex[:12]}", owner=parent.owner
+        )
     run: Run = create_row(
         session,
         Run,
@@ -164,6 +183,7 @@ def queue_subagent(
         parent=parent,
         parent_run_id=parent_run_id,
         label=label,
+        author_id=author_id or parent.owner_id,
     )
     return run
 
@@ -247,6 +267,10 @@ def finish_run(
 
 
 def _owner_id(run: Run) -> int | None:
+    """Whose spending a run is: its author's (a team chat's sender's), else its session's
+    owner's."""
+    if run.author_id is not None:
+        return run.author_id
     if Run.session.is_cached(run):
         return run.session.owner_id
     return Session.objects.filter(pk=run.session_id).values_list("owner_id", flat=True).first()
@@ -289,7 +313,7 @@ class UserStop(NamedTuple):
 def request_user_stop(*, owner_id: int) -> UserStop:
     """`request_stop` for every session of user `owner_id` (their sub-agents' sessions are
     theirs too): a deactivated user's work ends."""
-    runs = Run.objects.filter(session__owner_id=owner_id)
+    runs = Run.objects.filter(Q(session__owner_id=owner_id) | Q(author_id=owner_id))
     unfinished = runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
     asked, running = 0, []
     for session_id in sorted(set(unfinished.values_list("session_id", flat=True))):

@@ -7,12 +7,14 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from django.contrib.auth.models import Group
 from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
 from sessions_app import usage, versions
-from sessions_app.keys import USER_CHANNELS, is_user_key
+from sessions_app.keys import USER_CHANNELS, is_team_key, is_user_key
 from sessions_app.models import STALE_AFTER_SECONDS, Message, Relayed, Run, Session
+from sessions_app.people import named
 
 
 def recent_messages(
@@ -33,10 +35,30 @@ def recent_messages(
 
 
 def find_session(*, key: str, owner: Any) -> Session | None:
-    """`owner`'s session `key`; None for a key that only other users (or nobody) have."""
+    """`owner`'s session `key`, or a team chat of one of their teams; None for a key that
+    only other users (or nobody) have.
+
+    Every door that takes a key from a person asks here, so a team chat opens to the
+    team's members alone, and to a member no longer in the team no more."""
     if owner is None or not owner.is_authenticated:
         return None
+    if is_team_key(key):
+        return team_sessions(member=owner).filter(key=key).first()
     return Session.objects.filter(key=key, owner=owner).first()
+
+
+def team_sessions(*, member: Any) -> QuerySet[Session]:
+    """The team chats of the teams `member` belongs to."""
+    return Session.objects.filter(
+        owner__isnull=True, team__isnull=False, team__user=member
+    ).select_related("team")
+
+
+def is_member(*, user_id: int | None, team_id: int) -> bool:
+    """Whether user `user_id` is an active member of team (group) `team_id`."""
+    if user_id is None:
+        return False
+    return Group.objects.filter(pk=team_id, user__pk=user_id, user__is_active=True).exists()
 
 
 def list_sessions(*, owner: Any) -> list[Session]:
@@ -51,7 +73,13 @@ def list_sessions(*, owner: Any) -> list[Session]:
     prefixes = Q()
     for channel in USER_CHANNELS:
         prefixes |= Q(key__startswith=f"{channel}:")
-    sessions = Session.objects.filter(prefixes, owner=owner).order_by("-updated", "-id")
+    team_chats = Q(owner__isnull=True, team__isnull=False, team__user=owner)
+    sessions = (
+        Session.objects.filter(prefixes)
+        .filter(Q(owner=owner) | team_chats)
+        .select_related("team")
+        .order_by("-updated", "-id")
+    )
     # The rule itself is checked here rather than in SQL, which would need a copy of it.
     return [session for session in sessions if is_user_key(session.key)]
 
@@ -59,17 +87,27 @@ def list_sessions(*, owner: Any) -> list[Session]:
 def session_messages(*, session: Session, archived: bool | None = None) -> QuerySet[Message]:
     """Every message of the session in the order it was written; `archived` True or
     False keeps only the messages that `/new` archived, or only the live ones."""
-    messages = Message.objects.filter(session=session)
+    messages = Message.objects.filter(session=session).select_related("run__author")
     if archived is not None:
         messages = messages.filter(archived=archived)
     return messages.order_by("id")
 
 
+def last_author(*, session_id: int) -> int | None:
+    """Whose turn the session's latest run was."""
+    runs = Run.objects.filter(session_id=session_id, author__isnull=False).order_by("-created")
+    return runs.values_list("author_id", flat=True).first()
+
+
 def find_run(*, run_id: UUID, owner: Any) -> Run | None:
-    """`owner`'s run `run_id`; None for another user's, an ownerless session's, or none."""
+    """`owner`'s run `run_id`, or one of a team chat of theirs; None for another user's, an
+    ownerless session's, or none."""
     if owner is None or not owner.is_authenticated:
         return None
-    return Run.objects.select_related("session").filter(pk=run_id, session__owner=owner).first()
+    theirs = Q(session__owner=owner) | Q(
+        session__owner__isnull=True, session__team__isnull=False, session__team__user=owner
+    )
+    return Run.objects.select_related("session").filter(theirs, pk=run_id).first()
 
 
 def get_session(*, session_id: int) -> Session | None:
@@ -80,8 +118,10 @@ def runs_to_stop(*, run_ids: Collection[UUID]) -> set[UUID]:
     """Those of the runs that should stop: asked to, deleted (with their session), or of a
     user no longer active, however the account was changed (an `update()` or SQL sends no
     signal)."""
-    going_on = Run.objects.filter(pk__in=run_ids, cancel_requested=False).exclude(
-        session__owner__is_active=False
+    going_on = (
+        Run.objects.filter(pk__in=run_ids, cancel_requested=False)
+        .exclude(session__owner__is_active=False)
+        .exclude(author__is_active=False)
     )
     return set(run_ids) - set(going_on.values_list("pk", flat=True))
 
@@ -116,7 +156,9 @@ def unfinished_run(*, session_id: int) -> Run | None:
 
 def get_run(*, run_id: UUID) -> Run | None:
     """The run with its session and the session's owner."""
-    return Run.objects.select_related("session", "session__owner").filter(pk=run_id).first()
+    return (
+        Run.objects.select_related("session", "session__owner", "author").filter(pk=run_id).first()
+    )
 
 
 def messages_for_display(*, session: Session, limit: int = 200) -> list[dict[str, Any]]:
@@ -138,7 +180,14 @@ MAX_PAGE = 1_000
 
 
 # What `_shown` reads of a message's run.
-SHOWN_FROM_RUN = {"run_channel": F("run__channel"), "run_model": F("run__model")}
+SHOWN_FROM_RUN = {
+    "run_channel": F("run__channel"),
+    "run_model": F("run__model"),
+    "author_id": F("run__author_id"),
+    "author_first": F("run__author__first_name"),
+    "author_last": F("run__author__last_name"),
+    "author_username": F("run__author__username"),
+}
 
 
 def display_page(
@@ -192,7 +241,10 @@ def version_page(*, session_id: int, message_id: int) -> list[dict[str, Any]] | 
 
 
 def _shown(row: Any) -> dict[str, Any]:
-    return {
+    # Who wrote a person's message, and whose message a reply answers (a team chat's
+    # members see both).
+    author = named(row.author_id, row.author_first, row.author_last, row.author_username)
+    shown = {
         "id": row.id,
         # What a sub-agent's report said to the agent is the model's input, not the user's
         # words: clients show it as a note (see `agent.turn.subagents`).
@@ -208,6 +260,11 @@ def _shown(row: Any) -> dict[str, Any]:
         # The model that wrote it, as its run records (clients show it with the reply).
         "model": (row.run_model or None) if row.role == "assistant" else None,
     }
+    if author is not None and row.role == "user" and row.run_channel != "system":
+        shown["author"] = author
+    elif author is not None and row.role == "assistant":
+        shown["answering"] = author
+    return shown
 
 
 def rerun_start(

@@ -14,16 +14,18 @@ two turns' messages never interleave.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.keys import split_key
+from sessions_app import selectors
+from sessions_app.keys import TEAM_CHANNEL, is_team_key, split_key
 from sessions_app.models import Message, Relayed, Run, Session
 
 TITLE_LENGTH = 60
@@ -39,13 +41,38 @@ class TurnSuperseded(Exception):
     """Another turn of the session started after this one, which must write nothing more."""
 
 
+class NoSuchChat(LookupError):
+    """A team chat key that names no chat of the person's teams: as if it did not exist,
+    whether it does (another team's) or not. Team chats are made by `create_team_chat`,
+    never by naming a key."""
+
+
 def get_or_create_session(*, key: str, owner: User | None = None) -> Session:
-    """`owner`'s session `key` (the ownerless one for None), made if it is new."""
+    """`owner`'s session `key` (the ownerless one for None), made if it is new; a team
+    chat of one of `owner`'s teams, found (NoSuchChat if it is none)."""
+    if is_team_key(key):
+        found = selectors.find_session(key=key, owner=owner)
+        if found is None:
+            raise NoSuchChat(key)
+        return found
     channel, chat_id = split_key(key)
     session, _ = Session.objects.get_or_create(
         key=key, owner=owner, defaults={"channel": channel, "chat_id": chat_id}
     )
     return session
+
+
+def create_team_chat(*, team: Group, title: str = "") -> Session:
+    """A new chat of `team` (a group), which every member of it reads and writes."""
+    chat_id = uuid.uuid4().hex[:20]
+    return Session.objects.create(
+        key=f"{TEAM_CHANNEL}:{chat_id}",
+        channel=TEAM_CHANNEL,
+        chat_id=chat_id,
+        owner=None,
+        team=team,
+        title=title[:200],
+    )
 
 
 def _update_session(session: Session, **fields: Any) -> None:

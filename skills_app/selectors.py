@@ -3,7 +3,7 @@ the files in a user's own folder that add to that user's prompt."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -93,13 +93,19 @@ def _own_folder(workspace: Path, folder: Path | None) -> Path | None:
 
 
 def offered_skills(
-    *, workspace: Path, environment: Mapping[str, str], folder: Path | None = None
+    *,
+    workspace: Path,
+    environment: Mapping[str, str],
+    folder: Path | None = None,
+    shared: Sequence[Path] = (),
 ) -> list[SkillEntry]:
     """The enabled skills the agent is offered, by name, each checked against what
     commands run with (`environment`): the operator's (the database's, and the files of the
-    `workspace`'s root), then those of the user's own `folder` under names not taken."""
+    `workspace`'s root), then those of the `shared` team folders and of the turn's own
+    `folder` (a user's or a team chat's team's) under names not taken."""
     own_folder = _own_folder(workspace, folder)
-    own = [entry for entry, _ in skill_files(own_folder, fenced=True)] if own_folder else []
+    folders = [*shared, *([own_folder] if own_folder else [])]
+    own = [entry for place in folders for entry, _ in skill_files(place, fenced=True)]
     root = [entry for entry, _ in skill_files(workspace)]
     chosen = _winners(Skill.objects.all(), root, own)
     offered = []

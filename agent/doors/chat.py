@@ -39,6 +39,7 @@ from agent.doors import chat_frames
 from agent.doors.credentials import Revoked
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark
+from agent.doors.presence import Presence
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
 from agent.doors.socket_turns import RUNNING, SocketTurns, without_replies
 from agent.doors.watching import TurnViews
@@ -64,6 +65,7 @@ from agent.turn import (
     get_or_create_session,
     history_page,
     is_command,
+    is_member,
     is_running_here,
     listen_to_relayed,
     open_session,
@@ -75,6 +77,8 @@ from agent.turn import (
     validate_content,
     version_page,
 )
+from sessions_app.people import person
+from sessions_app.services import NoSuchChat
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +101,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_id: int | None = None
     group = ""
     views: TurnViews | None = None
+    # A team chat's: its team (group) id, and who else is looking.
+    team_id: int | None = None
+    presence: Presence | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -109,8 +116,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if key is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        session = await get_or_create_session(key=key, owner=user)
+        try:
+            session = await get_or_create_session(key=key, owner=user)
+        except NoSuchChat:  # another team's chat, or none: as any chat not theirs
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         self.user = user
+        self.team_id = session.team_id
         self.access = SocketAccess(
             self.scope,
             layer=self.channel_layer,
@@ -142,6 +154,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         for request in opening.requests:
             await self.send_json(request.to_dict())
         self.views = TurnViews(self.channel_name, self._send_frame)
+        if self.team_id is not None:
+            self.presence = Presence(
+                self.channel_layer, self.group, self.channel_name, person(user), self._send_frame
+            )
+            await self.presence.join()
         if unfinished is not None:
             if running:
                 self.views.stream(unfinished.pk)
@@ -149,6 +166,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self.views.follow(str(unfinished.pk))
 
     async def disconnect(self, code: int) -> None:
+        if self.presence is not None:
+            await self.presence.leave()
+            self.presence = None
         if self.group:
             self.mark.stop()
             self.stop_relay()
@@ -359,9 +379,23 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.views.took()
 
     async def user_access(self, message: dict[str, Any]) -> None:
-        """The user's access changed (`fanout.ACCESS`)."""
+        """The user's access changed (`fanout.ACCESS`); on a team chat, their membership
+        may have: one who left the team loses the chat at once."""
         if self.session_id is not None:
             await self.access.changed(message)
+        team = self.team_id
+        if self.session_id is not None and team is not None:  # noqa: SIM102
+            if not await is_member(user_id=self.user.pk, team_id=team):
+                await self._error("you are no longer a member of this chat's team")
+                self.session_id = None
+                await self.close(code=CLOSE_NOT_FOUND)
+
+    async def presence_hello(self, message: dict[str, Any]) -> None:
+        """Presence (`presence`): a viewer came, went, or answered this one's hello."""
+        if self.presence is not None:
+            await self.presence.heard(message)
+
+    presence_here = presence_bye = presence_hello
 
     async def _revoke(self, why: Revoked) -> None:
         """Close the socket for good, its access having ended, and stop the turns it

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
@@ -11,11 +11,16 @@ from django.views.decorators.cache import cache_control
 
 from agent.turn import settings_for
 from sessions_app import keys
+from sessions_app.selectors import find_session
 
 
 @login_required
 def chat(request: HttpRequest, key: str = "") -> HttpResponse:
-    """The page; `key` is the session its URL names (see the `chat` converter), "" at `/`."""
+    """The page; `key` is the session its URL names (see the `chat` converter), "" at `/`.
+    A team chat's page opens to the team's members alone (404 for anyone else, as the
+    socket and the API answer)."""
+    if key and keys.is_team_key(key) and find_session(key=key, owner=request.user) is None:
+        raise Http404("no such chat")
     # The person's: the picker offers the models their teams allow.
     conf = settings_for(request.user)
     context = {

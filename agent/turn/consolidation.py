@@ -36,6 +36,7 @@ from agent.turn.db import on_db
 from agent.turn.model_config import llm_config
 from agent.turn.spending import TurnSpending, spending_of
 from sessions_app import memory as memories
+from sessions_app import selectors
 from sessions_app import usage as ledger
 from sessions_app.models import Message, Session
 
@@ -149,8 +150,12 @@ def _transcript(rows: list[Message]) -> str:
 
 
 async def _summarise(transcript: str, first: Message, *, model: str, conf: AgentSettings) -> Saved:
-    owner_id = first.session.owner_id
-    current = await on_db(memories.long_term_memory)(owner_id=owner_id)
+    session = first.session
+    # A team chat's summary is paid for by the member whose turn came last.
+    owner_id = session.owner_id or await on_db(selectors.last_author)(session_id=session.pk)
+    current = await on_db(memories.long_term_memory)(
+        owner_id=session.owner_id, team_id=session.team_id
+    )
     earlier = await on_db(memories.latest_summary)(session_id=first.session_id)
     messages = [
         {"role": "system", "content": INSTRUCTIONS},

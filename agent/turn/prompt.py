@@ -6,7 +6,6 @@ sends only the client's instructions), and the user's message, with its files.""
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from agent import context
@@ -14,6 +13,7 @@ from agent.conf import AgentSettings
 from agent.turn import attachments, store
 from agent.turn.options import TurnOptions
 from agent.turn.profiles import Profile
+from agent.turn.rooms import Room
 from sessions_app.models import Session
 from skills_app.entries import SkillEntry
 
@@ -36,20 +36,26 @@ async def system_prompt(
     profile: Profile,
     session: Session,
     owner_id: int | None,
-    folder: Path,
+    room: Room,
     options: TurnOptions,
     tool_names: list[str],
     skills: list[SkillEntry],
 ) -> str:
     if profile.subagent:
-        return context.subagent_prompt(workspace=folder, tool_names=tool_names)
-    remembered = await store.long_term_memory(owner_id=owner_id)
+        return context.subagent_prompt(workspace=room.folder, tool_names=tool_names)
+    # A team chat remembers what its team taught it, not what its sender did elsewhere.
+    if room.team_id is not None:
+        remembered = await store.long_term_memory(owner_id=None, team_id=room.team_id)
+    else:
+        remembered = await store.long_term_memory(owner_id=owner_id)
     # The summary is of the stored history, which a client that sends its own does not
     # continue.
     summary = await store.latest_summary(session_id=session.pk) if options.history is None else ""
     return context.system_prompt(
         workspace=conf.workspace,
-        folder=folder,
+        folder=room.folder,
+        whose=room.whose,
+        shared=room.shared,
         tool_names=tool_names,
         sections=[
             *context.memory_sections(long_term=remembered, summary=summary),

@@ -25,7 +25,7 @@ from agent.llm import LLM
 from agent.loop import AgentLoop, LoopResult
 from agent.tokens import TokenCounter
 from agent.tools import GuardError, ToolContext, Workspace
-from agent.tools.guards.folders import make_user_folder, user_folder
+from agent.tools.guards.folders import make_folder
 from agent.tools.hooks import TurnHooks
 from agent.turn import (
     attachments,
@@ -47,12 +47,14 @@ from agent.turn.options import TurnOptions, restrict, tools_of
 from agent.turn.outcome import RunRecorded, TurnResult
 from agent.turn.owner_schedules import OwnerSchedules
 from agent.turn.profiles import profile_for
+from agent.turn.rooms import Room
 from agent.turn.spending import TurnSpending, spending_of
 from agent.turn.subagents import SYSTEM_CHANNEL, SessionAgents
 from agent.turn.toolbox import not_theirs, turn_hooks, turn_registry
 from agent.turn.trace import TraceRecorder
 from agent.turn.watch import watch_run
 from sessions_app.models import Run, Session
+from sessions_app.people import person
 from sessions_app.services import SessionDeleted, TurnSuperseded
 from skills_app.entries import SkillEntry
 
@@ -73,6 +75,7 @@ class TurnRunner:
         emit: Emit,
         model: str,
         conf: AgentSettings,
+        room: Room,
         run_recorded: RunRecorded,
         reply_to: Session | None = None,
         resuming: waiting.Resumption | None = None,
@@ -110,8 +113,10 @@ class TurnRunner:
         self.carried = carried_approvals(session=session, run=run)
         self.owner = owner
         owner_id = owner.pk if owner else None
-        # Every turn of a user, whichever door or job started it, works in their folder.
-        self.folder = user_folder(conf.workspace, owner.get_username() if owner else None)
+        # Every turn of a user, whichever door or job started it, works in their folder;
+        # a team chat's, in the team's (`rooms`).
+        self.room = room
+        self.folder = room.folder
         self.delivery = Delivery(session, owner, emit, run_id=self.run_id, home=reply_to)
         # What the model streams passes here: a reply that repeats a message the model
         # already sent this conversation is not streamed to it a second time.
@@ -208,7 +213,10 @@ class TurnRunner:
             )
         else:
             history = []
-        await self.emit(ThinkingStarted(run_id=self.run_id, model=self.model or None))
+        author = person(self.owner) if self.owner is not None else None
+        await self.emit(
+            ThinkingStarted(run_id=self.run_id, model=self.model or None, author=author)
+        )
         # A turn that goes on from its client's results has its user message already.
         fresh = self.resuming is None and self.options.continuation is None
         said = attachments.stored_text(self.content, self.options.files)
@@ -219,7 +227,14 @@ class TurnRunner:
             # loading its history when the message left gets it back. A system announcement
             # is the model's input but no one's words: clients show it as a note.
             role = "system" if self.run.channel == SYSTEM_CHANNEL else "user"
-            await self.emit(MessageEvent(role=role, content=said, run_id=self.run_id))
+            await self.emit(
+                MessageEvent(
+                    role=role,
+                    content=said,
+                    run_id=self.run_id,
+                    author=author if role == "user" else None,
+                )
+            )
         task = asyncio.current_task()
         assert task is not None  # a turn is always awaited inside a task
         unwatch = watch_run(self.run.pk, task)
@@ -280,16 +295,14 @@ class TurnRunner:
         )
 
     async def _converse(self, raw_history: list[dict[str, Any]]) -> LoopResult:
-        owner = self.owner.get_username() if self.owner else None
         try:
-            await asyncio.to_thread(
-                make_user_folder, self.conf.workspace, owner, sandbox_uid=self.conf.sandbox_uid
-            )
+            await asyncio.to_thread(make_folder, self.folder, sandbox_uid=self.conf.sandbox_uid)
         except GuardError as exc:
-            logger.error("turn %s of %s has no folder to work in: %s", self.run_id, owner, exc)
+            logger.error("turn %s has no folder to work in: %s", self.run_id, exc)
             return LoopResult(text=f"Error: {exc}", status="failed", iterations=0, error=str(exc))
         fence = self.ctx.workspace
-        if self.owner is not None and fence is not None:
+        # The heartbeat reads a person's own HEARTBEAT.md, not a team's.
+        if self.owner is not None and fence is not None and self.room.team is None:
             self.heartbeat = HeartbeatWatch(
                 fence.root / context.HEARTBEAT_FILE,
                 limited=self._has_limits,
@@ -314,6 +327,7 @@ class TurnRunner:
                     workspace=self.conf.workspace,
                     environment=self.conf.exec_env,
                     folder=self.folder,
+                    shared=self.room.shared,
                 )
                 if skill.name not in self.conf.hidden_skills
             ]
@@ -327,7 +341,7 @@ class TurnRunner:
                 profile=self.profile,
                 session=self.session,
                 owner_id=self.ctx.owner_id,
-                folder=self.folder,
+                room=self.room,
                 options=self.options,
                 tool_names=own.names(),
                 skills=skills,

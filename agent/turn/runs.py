@@ -56,7 +56,12 @@ def submit_task(
     if not (model or session.model or agent_settings().model):
         raise ModelNotConfigured()
     run = run_records.queue_run(
-        session=session, channel=CHANNEL, prompt=content, model=model or "", tools=tools
+        session=session,
+        channel=CHANNEL,
+        prompt=content,
+        model=model or "",
+        tools=tools,
+        author_id=user.pk,
     )
     if wait:
         execute_task(run, owner=user)

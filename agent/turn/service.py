@@ -39,6 +39,7 @@ from agent.turn.refusals import (
     choose_model,
     validate_content,
 )
+from agent.turn.rooms import room_of
 from agent.turn.runner import TurnRunner
 from agent.turn.spending import budget_refusal
 from agent.turn.toolbox import turn_registry
@@ -177,7 +178,15 @@ async def _open(ref: SessionRef) -> Session:
     session = await store.get_session(session_id=ref.pinned_id)
     if session is None:
         raise SessionGone()
-    if session.key != ref.key or session.owner_id != (ref.owner.pk if ref.owner else None):
+    if session.key != ref.key:
+        raise ValueError(f"session {ref.pinned_id} is not {ref.key}")
+    if session.team_id is not None:
+        # A member removed from the team since their socket opened sends no more.
+        if not await store.is_member(
+            user_id=ref.owner.pk if ref.owner else None, team_id=session.team_id
+        ):
+            raise SessionGone()
+    elif session.owner_id != (ref.owner.pk if ref.owner else None):
         raise ValueError(f"session {ref.pinned_id} is not {ref.owner}'s session {ref.key}")
     return session
 
@@ -201,7 +210,8 @@ async def _run(
     options = options or TurnOptions()
     command = slash.parse(content)
     if command is not None:
-        return await _answer(command, session, emit, queued=queued, conf=conf)
+        sender = owner.pk if owner else None
+        return await _answer(command, session, emit, queued=queued, conf=conf, sender_id=sender)
 
     refuse_without_models(conf)
     model_id = choose_model(model, session.model, conf, key=session.key)
@@ -229,6 +239,7 @@ async def _run(
                     model=model_id,
                     tools=options.recorded_tools(),
                     replaces=None if rerun_from is None else rerun_from.message_id,
+                    author_id=owner.pk if owner else None,
                 )
             else:
                 started = await store.start_queued_run(run_id=queued.pk, model=model_id)
@@ -246,6 +257,7 @@ async def _run(
                 emit=emit,
                 model=model_id,
                 conf=conf,
+                room=await room_of(session, owner, conf),
                 run_recorded=run_recorded,
                 reply_to=reply_to,
                 options=options,
@@ -319,7 +331,9 @@ async def resume_turn(run_id: UUID, *, emit: Emit = discard) -> TurnResult | Non
 
 
 async def _resume(run: Run, emit: Emit) -> TurnResult | None:
-    conf = await person_settings(await store.owner_of(session_id=run.session_id))
+    # Whose turn it was: the member who sent it, in a team chat.
+    owner = await store.author_of(run_id=run.pk)
+    conf = await person_settings(owner)
     async with session_lock(run.session_id, lock_dir=conf.data_dir / "locks"):
         with tracked(run.session_id):
             await _previous_turn_ended(run.session)
@@ -329,12 +343,13 @@ async def _resume(run: Run, emit: Emit) -> TurnResult | None:
             session = claimed.session
             runner = TurnRunner(
                 session=session,
-                owner=session.owner,
+                owner=owner,
                 run=claimed,
                 content=claimed.prompt,
                 emit=emit,
                 model=claimed.model or choose_model(None, session.model, conf, key=session.key),
                 conf=conf,
+                room=await room_of(session, owner, conf),
                 run_recorded=run_recorded,
                 resuming=await waiting.resumption_of(claimed),
             )
@@ -363,10 +378,18 @@ async def _previous_turn_ended(session: Session) -> None:
 
 
 async def _answer(
-    command: slash.Command, session: Session, emit: Emit, *, queued: Run | None, conf: AgentSettings
+    command: slash.Command,
+    session: Session,
+    emit: Emit,
+    *,
+    queued: Run | None,
+    conf: AgentSettings,
+    sender_id: int | None,
 ) -> TurnResult:
     current = queued.pk if queued else None
-    text = await slash.dispatch(command, session=session, conf=conf, current_run=current)
+    text = await slash.dispatch(
+        command, session=session, conf=conf, current_run=current, sender_id=sender_id
+    )
     if command.name == "/model" and command.args:
         # The other tabs of the chat (and this one's picker) show the new choice.
         await emit(ModelChosen(model=session.model))

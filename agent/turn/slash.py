@@ -52,6 +52,8 @@ class _Context:
     session: Session
     conf: AgentSettings
     current_run: UUID | None = None
+    # Who sent it: in a team chat, the member whose budget and rate a summary counts on.
+    sender_id: int | None = None
 
 
 def parse(content: str) -> Command | None:
@@ -72,9 +74,12 @@ async def dispatch(
     session: Session,
     conf: AgentSettings,
     current_run: UUID | None = None,
+    sender_id: int | None = None,
 ) -> str:
-    """Answer `command`. `current_run` is the record the command itself was given, if any."""
-    return await _HANDLERS[command.name](command.args, _Context(session, conf, current_run))
+    """Answer `command`, sent by user `sender_id`. `current_run` is the record the command
+    itself was given, if any."""
+    context = _Context(session, conf, current_run, sender_id)
+    return await _HANDLERS[command.name](command.args, context)
 
 
 async def _help(args: str, ctx: _Context) -> str:
@@ -86,7 +91,8 @@ async def _new(args: str, ctx: _Context) -> str:
     async with session_lock(ctx.session.pk, lock_dir=ctx.conf.data_dir / "locks"):
         await end_waiting(reason="stopped", session_id=ctx.session.pk)
         model = _current_model(ctx)
-        if model and not await _may_summarise(ctx.session, counted=ctx.current_run is not None):
+        counted = ctx.current_run is not None
+        if model and not await _may_summarise(ctx.session, ctx.sender_id, counted=counted):
             model = ""  # archived as it was said, with no model call
         try:
             # A consolidation running in the worker finishes first, then the rest is archived.
@@ -99,14 +105,14 @@ async def _new(args: str, ctx: _Context) -> str:
     return f"New conversation started ({count} messages archived)."
 
 
-async def _may_summarise(session: Session, *, counted: bool) -> bool:
+async def _may_summarise(session: Session, sender_id: int | None, *, counted: bool) -> bool:
     """Whether `/new` may ask the model for a summary: the owner's budget is not spent, and
     the summary, a model call their message causes, has a place in their turn rate as a turn
     would (else `/new` would be a way around the rate). A command that came as a run of its
     own (a task, a cron run) was `counted` when it was queued; the command line is the
     operator's own, and is not limited. The command itself is never refused: without a
     summary, the conversation is archived as it was said."""
-    owner_id = session.owner_id
+    owner_id = session.owner_id or sender_id
     if owner_id is None:
         return True
     if (await on_db(spending.state_of)(owner_id)).exceeded:

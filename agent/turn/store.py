@@ -23,7 +23,7 @@ from mcp_app import selectors as mcp_selectors
 from sessions_app import approvals, selectors, services
 from sessions_app import memory as memories
 from sessions_app import runs as run_records
-from sessions_app.models import Session
+from sessions_app.models import Run, Session
 from skills_app import selectors as skill_selectors
 
 logger = logging.getLogger(__name__)
@@ -162,6 +162,19 @@ def pending_approvals(*, session_id: int | None = None, run_id: Any = None) -> l
 # Hands a job (a constant of `agent.jobs`) to the worker once what the caller wrote is
 # committed.
 enqueue = on_db(jobs.enqueue)
+
+
+is_member = on_db(selectors.is_member)
+
+
+@on_db
+def author_of(*, run_id: Any) -> Any:
+    """Whose turn run `run_id` is (`Run.author`; its session's owner for a run recorded
+    before runs had authors); None if it is nobody's or gone."""
+    run = Run.objects.select_related("author", "session__owner").filter(pk=run_id).first()
+    if run is None:
+        return None
+    return run.author if run.author_id is not None else run.session.owner
 
 
 @on_db

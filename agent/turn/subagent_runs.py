@@ -33,7 +33,7 @@ async def run_spawned_subagent(run_id: UUID) -> str:
         logger.warning("sub-agent %s no longer exists", run_id)
         return "missing"
     if run.status == Run.Status.QUEUED:
-        await run_to_end(run, run.session.owner, run_recorded)
+        await run_to_end(run, await store.author_of(run_id=run.pk), run_recorded)
     await announce_subagent(run_id)
     finished = await store.get_run(run_id=run_id)
     return finished.status if finished is not None else "missing"
@@ -52,7 +52,8 @@ async def announce_subagent(run_id: UUID) -> None:
     if run.status in (Run.Status.CANCELLED, Run.Status.QUEUED, Run.Status.RUNNING):
         return  # stopped: the /stop answer said so; unfinished: it is not over yet
     result = (run.text or run.error or "")[:RESULT_CHARS]
-    owner = parent.owner
+    # The sub-agent's author's: in a team chat, the member whose turn started it.
+    owner = await store.author_of(run_id=run.pk)
     why = await spending.past_budget(owner)
     if (
         why is None
@@ -83,6 +84,7 @@ async def announce_subagent(run_id: UUID) -> None:
             model="",
             tools=run.tools,
             approve_tools=run.approve_tools,
+            author_id=owner.pk if owner else None,
         )
     except SessionDeleted:
         logger.info("could not announce sub-agent %s: %s was deleted", run_id, parent.key)

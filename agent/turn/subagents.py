@@ -97,6 +97,7 @@ class SessionAgents:
             parent_run_id=self.parent_run,
             tools=self.tools,
             approve_tools=self.approve_tools(),
+            author_id=self.owner.pk if self.owner else None,
         )
 
     async def _count(self) -> None:

@@ -18,6 +18,10 @@ class Session(models.Model):
     says nothing about another's, and a key deleted and used again by someone else is a
     new conversation. Sessions without an owner (the command line's, scheduled jobs')
     share one more key space.
+
+    A team chat (`team:<id>`) belongs to a team (a Django group) and to no one person: it
+    has no owner, so that no query of a person's own sessions ever finds it, and every
+    member reaches it through the team (`selectors.find_session`).
     """
 
     key = models.CharField(max_length=255, db_index=True)
@@ -29,6 +33,14 @@ class Session(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="agent_sessions",
+    )
+    team = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_sessions",
+        help_text="The team whose chat this is: every member reads and writes it.",
     )
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(
@@ -123,8 +135,9 @@ class Message(models.Model):
 
 class Memory(models.Model):
     """What the agent remembers. Without a session: the owner's long-term memory, shared by
-    all their sessions (one per owner). With one: a summary of part of that session's
-    history, written when it was consolidated or archived by /new."""
+    all their sessions (one per owner), or with `team`, the team's, shared by its chats.
+    With one: a summary of part of that session's history, written when it was
+    consolidated or archived by /new."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -135,6 +148,14 @@ class Memory(models.Model):
     )
     session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    team = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_memories",
+        help_text="The team whose memory this is (its team chats'); empty for a person's.",
     )
     content = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)

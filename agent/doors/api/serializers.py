@@ -25,6 +25,7 @@ from agent.turn import (
 )
 from sessions_app import approvals, keys
 from sessions_app.models import Message, Run, Session
+from sessions_app.people import person
 from sessions_app.usage import run_usage, session_usage
 
 
@@ -55,6 +56,7 @@ class SessionOut(serializers.ModelSerializer):
     )
 
     usage = serializers.SerializerMethodField()
+    team = serializers.SerializerMethodField()
 
     class Meta:
         model = Session
@@ -62,6 +64,7 @@ class SessionOut(serializers.ModelSerializer):
             "key",
             "channel",
             "chat_id",
+            "team",
             "title",
             "model",
             "approve_tools",
@@ -70,6 +73,12 @@ class SessionOut(serializers.ModelSerializer):
             "updated",
             "usage",
         ]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_team(self, session: Session) -> str | None:
+        """The slug of the team whose chat it is, which all its members share; null for
+        your own."""
+        return session.team.name if session.team_id is not None and session.team else None
 
     @extend_schema_field(UsageOut)
     def get_usage(self, session: Session) -> dict[str, Any]:
@@ -106,12 +115,29 @@ class SessionUpdateIn(KnownFieldsOnly):
     )
 
 
+class SessionCreateIn(KnownFieldsOnly):
+    team = serializers.SlugField(
+        required=False,
+        help_text="The slug of one of your teams: the chat is the team's, and every member "
+        "reads and writes it. Without it, a chat of your own.",
+    )
+    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+
+
+class AuthorOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
 class MessageOut(serializers.ModelSerializer):
+    author = serializers.SerializerMethodField()
+
     class Meta:
         model = Message
         fields = [
             "id",
             "role",
+            "author",
             "content",
             "tool_calls",
             "tool_call_id",
@@ -126,6 +152,17 @@ class MessageOut(serializers.ModelSerializer):
             "archived": {"help_text": "Taken out of the conversation by `/new`, kept on record."},
             "stopped": {"help_text": "A reply cut short by /stop: the text said until then."},
         }
+
+    @extend_schema_field(AuthorOut(allow_null=True))
+    def get_author(self, message: Message) -> dict[str, Any] | None:
+        """Who wrote a person's message (in a team chat, which member); null for the
+        agent's messages and those of no one's run."""
+        run = message.run
+        if message.role != Message.Role.USER or run is None or run.author is None:
+            return None
+        if run.channel == "system":
+            return None
+        return person(run.author)
 
 
 class MessagesQueryIn(serializers.Serializer):

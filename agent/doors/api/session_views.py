@@ -3,10 +3,12 @@ through its messages. Thin DRF views over the selectors and services."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,17 +16,37 @@ from rest_framework.views import APIView
 from agent.doors.api.known_fields import AS_READ
 from agent.doors.api.pagination import LatestFirstCursorPagination, paginated_response
 from agent.doors.api.schema import AUTH_ERRORS, INVALID, NOT_FOUND
-from agent.doors.api.serializers import MessageOut, MessagesQueryIn, SessionOut, SessionUpdateIn
+from agent.doors.api.serializers import (
+    MessageOut,
+    MessagesQueryIn,
+    SessionCreateIn,
+    SessionOut,
+    SessionUpdateIn,
+)
 from sessions_app import selectors, services
 from sessions_app.models import Session
 from sessions_app.usage import session_usage
+from teams_app.models import Team
 
 
 def owned_session(request: Request, key: str) -> Session:
-    """The user's session `key`. Keys are per user, so another user's is simply not there."""
+    """The user's session `key`, or a chat of one of their teams. Keys are per user, so
+    another user's is simply not there, and another team's chat is not either."""
     session = selectors.find_session(key=key, owner=request.user)
     if session is None:
         raise Http404("no such session")
+    return session
+
+
+def deletable_session(request: Request, key: str) -> Session:
+    """`owned_session`, which the user may delete: a team chat only its team's admins and
+    staff may, since it is every member's."""
+    session = owned_session(request, key)
+    if session.team_id is not None and not (
+        request.user.is_staff
+        or Team.objects.filter(group_id=session.team_id, admins=request.user).exists()
+    ):
+        raise PermissionDenied("only the team's admins may delete a team chat")
     return session
 
 
@@ -40,6 +62,30 @@ class SessionList(APIView):
         sessions = selectors.list_sessions(owner=request.user)
         used = session_usage(session_ids=[session.pk for session in sessions])
         return Response(SessionOut(sessions, many=True, context={"usage": used}).data)
+
+    @extend_schema(
+        request=SessionCreateIn,
+        responses={201: SessionOut, **INVALID, **AUTH_ERRORS},
+        description="Start a chat: a team's (`team`), which every member of the team sees, "
+        "reads and writes at every door, or one of your own. Its `key` opens it at "
+        "`/ws/chat/<key>/`, `/c/<key>/` and the other session routes.",
+    )
+    def post(self, request: Request) -> Response:
+        data = SessionCreateIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        slug, title = data.validated_data.get("team"), data.validated_data.get("title", "")
+        if slug is None:
+            session = services.get_or_create_session(
+                key=f"web:{uuid.uuid4().hex[:20]}", owner=request.user
+            )
+            if title:
+                services.rename_session(session=session, title=title)
+        else:
+            team = Team.objects.filter(slug=slug, group__user=request.user).first()
+            if team is None:
+                raise ValidationError({"team": [f"you are not a member of a team '{slug}'"]})
+            session = services.create_team_chat(team=team.group, title=title)
+        return Response(SessionOut(session).data, status=201)
 
 
 class SessionDetail(APIView):
@@ -79,7 +125,7 @@ class SessionDetail(APIView):
         "and the chat's open sockets close.",
     )
     def delete(self, request: Request, key: str) -> Response:
-        services.delete_session(session=owned_session(request, key))
+        services.delete_session(session=deletable_session(request, key))
         return Response(status=204)
 
 

@@ -30,6 +30,7 @@ from agent.turn import (
 )
 from sessions_app import selectors
 from sessions_app.models import Run
+from sessions_app.services import NoSuchChat
 
 
 def owned_run(request: Request, task_id: UUID) -> Run:
@@ -66,15 +67,18 @@ class TaskCreate(APIView):
         data = TaskIn(data=request.data, context={"conf": settings_for(request.user)})
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        run = submit_task(
-            user=request.user,
-            prompt=fields["prompt"],
-            context=fields.get("context"),
-            session_key=fields.get("session"),
-            model=fields.get("model"),
-            wait=fields["wait"],
-            tools=fields.get("tools"),
-        )
+        try:
+            run = submit_task(
+                user=request.user,
+                prompt=fields["prompt"],
+                context=fields.get("context"),
+                session_key=fields.get("session"),
+                model=fields.get("model"),
+                wait=fields["wait"],
+                tools=fields.get("tools"),
+            )
+        except NoSuchChat:  # a team chat of no team of theirs: as any session not theirs
+            raise Http404("no such session") from None
         return Response(TaskOut(run).data, status=200 if fields["wait"] else 202)
 
 

@@ -196,10 +196,13 @@ def housekeeping(conversation: Conversation) -> bool:
 
 def named_session(user: str | None, header: str | None) -> str | None:
     """The chat id of the session named by the `X-Session-Key` header or `user`: a chat id,
-    or the whole `openai:<chat id>` key."""
+    or the whole `openai:<chat id>` key; or a team chat's whole key (`team:<id>`), which
+    the door opens for the team's members."""
     for value, param in ((header, SESSION_HEADER), (user, "user")):
         if value is None:
             continue
+        if keys.is_team_key(value) and keys.is_user_key(value):
+            return value
         chat_id = value.removeprefix(f"{CHANNEL}:")
         if not keys.is_chat_id(chat_id):
             raise invalid(

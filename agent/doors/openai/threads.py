@@ -38,9 +38,11 @@ from django.contrib.auth.models import User
 
 from agent.doors.openai.chat_messages import FILE_PARTS, Conversation
 from agent.doors.openai.chat_request import CHANNEL
+from agent.doors.openai.errors import OpenAIError
 from agent.turn import conversation_session, get_or_create_session, mark_conversation
 from sessions_app import keys
 from sessions_app.models import Session
+from sessions_app.services import NoSuchChat
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +96,13 @@ class Thread:
 
     async def session(self, user: User, *, new_id: str) -> Session:
         if self.named is not None:
-            return await get_or_create_session(key=f"{CHANNEL}:{self.named}", owner=user)
+            key = self.named if keys.is_team_key(self.named) else f"{CHANNEL}:{self.named}"
+            try:
+                return await get_or_create_session(key=key, owner=user)
+            except NoSuchChat:  # another team's chat, or none: as any session not theirs
+                raise OpenAIError(
+                    404, f"Session '{key}' not found.", code="session_not_found"
+                ) from None
         if self.before is not None:
             await _marks_written(user.pk)
             found = await conversation_session(owner_id=user.pk, digest=self.before)

@@ -1,4 +1,5 @@
-"""Each user's own folder in the workspace: `<workspace>/users/<username>/`.
+"""Each user's own folder in the workspace, `<workspace>/users/<username>/`, and each
+team's, `<workspace>/teams/<slug>/`, where the team's chats work.
 
 The folder's name is the username, escaped so that no account can name a folder outside
 `users/` or another account's: Django lets usernames be `.`, `..` and every letter of
@@ -29,6 +30,7 @@ from agent.tools.tool_errors import GuardError
 logger = logging.getLogger(__name__)
 
 USERS = "users"
+TEAMS = "teams"
 # Turns of no account (sessions made before accounts owned everything, or by scripts): a
 # folder that no escaped username can be, since escaping never leaves a leading dot.
 OWNERLESS = ".ownerless"
@@ -67,18 +69,28 @@ def user_folder(workspace: Path, username: str | None) -> Path:
     return workspace.resolve() / USERS / name
 
 
+def team_folder(workspace: Path, slug: str) -> Path:
+    """Where the folder of the team `slug` is, whether or not it exists yet."""
+    return workspace.resolve() / TEAMS / folder_name(slug)
+
+
 def make_user_folder(
     workspace: Path, username: str | None, *, sandbox_uid: int | None = None
 ) -> Path:
-    """`user_folder`, checked and made if it is new (open to the server's account only).
-    With `sandbox_uid`, the account a site running as root runs commands as, the folder is
-    that account's (handed over once if it is not yet, `hand_over`), and `users/` lets it
-    pass through, not list.
+    """`user_folder`, checked and made if it is new (`make_folder`)."""
+    return make_folder(user_folder(workspace, username), sandbox_uid=sandbox_uid)
 
-    Raises GuardError when the folder, or `users/` itself, is a link that leads elsewhere
+
+def make_folder(folder: Path, *, sandbox_uid: int | None = None) -> Path:
+    """A user's or a team's folder, checked and made if it is new (open to the server's
+    account only). With `sandbox_uid`, the account a site running as root runs commands
+    as, the folder is that account's (handed over once if it is not yet, `hand_over`), and
+    its parent (`users/`, `teams/`) lets it pass through, not list.
+
+    Raises GuardError when the folder, or its parent, is a link that leads elsewhere
     (made by hand, or by an agent of an earlier version, which wrote in the workspace's
     root): a turn must not work in a folder that is not where it looks."""
-    folder = _checked(user_folder(workspace, username))
+    folder = _checked(folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if sandbox_uid is not None:
         mode = folder.parent.stat().st_mode
