@@ -92,6 +92,7 @@ async def test_streamed_turn_with_tools_frame_by_frame(
         "role": "user",
         "content": "write a.txt",
         "run_id": run_id,
+        "author": {"id": frames[1]["author"]["id"], "name": "ada"},
     }
     # Both carry what the run used; the scripted model has no price, so its cost is unknown.
     used = frames[-2].pop("usage")

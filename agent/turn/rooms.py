@@ -22,6 +22,9 @@ from agent.turn.db import on_db
 from sessions_app.models import Session
 
 
+TEAM_HIDDEN_TOOLS = frozenset({"cron"})
+
+
 @dataclass(frozen=True, slots=True)
 class Room:
     folder: Path
@@ -30,6 +33,12 @@ class Room:
     team: str | None = None
     # Team folders whose bootstrap files and skills a personal chat reads as well.
     shared: tuple[Path, ...] = ()
+
+    @property
+    def hidden_tools(self) -> frozenset[str]:
+        """A team chat schedules no jobs: a job runs later as the member who made it, in
+        their own folder, which a team's conversation must not reach."""
+        return TEAM_HIDDEN_TOOLS if self.team_id is not None else frozenset()
 
     @property
     def whose(self) -> str:

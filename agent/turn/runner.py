@@ -309,7 +309,8 @@ class TurnRunner:
                 record=self._record_heartbeat_limits,
             )
         registry = not_theirs(await turn_registry(self.conf), self.conf)
-        own = restrict(registry.without(self.profile.hidden_tools), self.allowed).for_turn(self.ctx)
+        hidden = self.profile.hidden_tools | self.room.hidden_tools
+        own = restrict(registry.without(hidden), self.allowed).for_turn(self.ctx)
         tools = client_turn.with_client_tools(own, self.options)
         llm = LLM(self.options.tune(llm_config(self.conf, self.model)))
         self.endpoint = llm.config.endpoint
