@@ -81,7 +81,9 @@ def test_a_team_member_reads_a_shared_chat_and_continues_it(
     dialog.get_by_role("button", name="Share", exact=True).click()
     link = dialog.locator("#share-link")
     expect(link).to_be_visible()
-    expect(dialog.locator("#share-result-text")).to_contain_text("Shared with the team Support desk.")
+    expect(dialog.locator("#share-result-text")).to_contain_text(
+        "Shared with the team Support desk."
+    )
     url = link.input_value()
     assert re.fullmatch(rf"{re.escape(live_site)}/shared/[A-Za-z0-9_-]{{16,}}/", url), url
     dialog.get_by_role("button", name="Done").click()
