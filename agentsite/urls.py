@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agent.doors import pages
+from agent.doors import pages, share_page
 from agentsite import error_pages
 from agentsite.signin.page import SignInView
 from sessions_app import keys  # noqa: F401  (registers the `chat` path converter)
@@ -15,6 +15,8 @@ urlpatterns = [
     path("", pages.chat, name="chat"),
     # A web chat by its id, an API session by its key (`sessions_app.keys`).
     path("c/<chat:key>/", pages.chat, name="chat-session"),
+    # A chat shared read-only with teams and people (agent.doors.share_page).
+    path("shared/<slug:share_id>/", share_page.shared, name="shared-chat"),
     path("favicon.ico", pages.favicon, name="favicon"),
     path("api/", include("agent.doors.api.urls")),
     # The OpenAI-compatible door (agent.doors.openai).

@@ -23,7 +23,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app import admin_usage, services  # noqa: F401 (admin_usage: its pages register as it loads)
+# admin_usage, admin_shares: their pages register as they load.
+from sessions_app import admin_shares, admin_usage, services  # noqa: F401
 from sessions_app.admin_links import chat_link, clipped, viewer_owns, when
 from sessions_app.durations import between
 from sessions_app.models import (

@@ -9,12 +9,14 @@ from sessions_app.models.clients import ConversationMark, StoredResponse
 from sessions_app.models.preferences import UserPreferences
 from sessions_app.models.runs import MARK_ALIVE_SECONDS, STALE_AFTER_SECONDS, Approval, Run
 from sessions_app.models.sessions import Memory, Message, Relayed, Session
+from sessions_app.models.shares import ChatShare
 from sessions_app.models.usage import DailyUsage, SpendingHold, UserBudget
 
 __all__ = [
     "MARK_ALIVE_SECONDS",
     "STALE_AFTER_SECONDS",
     "Approval",
+    "ChatShare",
     "ConversationMark",
     "DailyUsage",
     "Memory",

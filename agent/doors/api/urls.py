@@ -18,6 +18,7 @@ from agent.doors.api import (
     prompt_file_views,
     search_views,
     session_views,
+    share_views,
     site_views,
     skill_views,
     task_views,
@@ -50,6 +51,16 @@ urlpatterns = [
         "sessions/<session_key:key>/messages",
         session_views.SessionMessages.as_view(),
         "session-messages",
+    ),
+    *route(
+        "sessions/<session_key:key>/shares",
+        share_views.SessionShares.as_view(),
+        "session-shares",
+    ),
+    *route("shares", share_views.ShareList.as_view(), "share-list"),
+    *route("shares/<slug:share_id>", share_views.ShareDetail.as_view(), "share-detail"),
+    *route(
+        "shares/<slug:share_id>/continue", share_views.ShareContinue.as_view(), "share-continue"
     ),
     *route("search", search_views.Search.as_view(), "search"),
     *route("skills", skill_views.SkillList.as_view(), "skill-list"),
