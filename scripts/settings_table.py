@@ -38,6 +38,7 @@ MORE = {
     "AGENT_MEMORY_WINDOW": "memory.md",
     "AGENT_WORKSPACE": "folders.md",
     "AGENT_RESTRICT_TO_WORKSPACE": "folders.md",
+    "AGENT_TEAM_FILES_IN_PERSONAL_CHATS": "team-chats.md",
     "AGENT_EXEC_NETWORK": "folders.md",
     "AGENT_HEARTBEAT_INTERVAL": "background.md",
     "AGENT_CRON_MAX_JOBS": "background.md",
