@@ -100,15 +100,16 @@ class SessionAdmin(admin.ModelAdmin):
         "short_key",
         "short_title",
         "owner",
+        "team",
         "model",
         "message_count",
         "usage",
         "last_updated",
         "open_in_chat",
     )
-    list_filter = ("channel", "owner")
+    list_filter = ("channel", "owner", "team")
     # Indexed fields only: a search through every message's text would scan them all.
-    search_fields = ("key", "owner__username")
+    search_fields = ("key", "owner__username", "team__name")
     readonly_fields = (
         "key",
         "open_in_chat",
@@ -126,6 +127,7 @@ class SessionAdmin(admin.ModelAdmin):
         "channel",
         "chat_id",
         "owner",
+        "team",
         "title",
         "model",
         "approve_tools",
@@ -157,7 +159,7 @@ class SessionAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
-            .select_related("owner")
+            .select_related("owner", "team")
             .annotate(
                 _messages=Count("messages"),
                 _mine=viewer_owns(request.user.pk),
@@ -372,9 +374,10 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "session", "updated")
-    list_select_related = ("owner", "session")
-    search_fields = ("content", "session__key", "owner__username")
+    list_display = ("__str__", "owner", "team", "session", "updated")
+    list_select_related = ("owner", "team", "session")
+    list_filter = ("team",)
+    search_fields = ("content", "session__key", "owner__username", "team__name")
     raw_id_fields = ("owner", "session")
     readonly_fields = ("created", "updated")
 
