@@ -232,3 +232,32 @@ async def test_a_member_removed_from_the_team_loses_the_chat_at_once(crew) -> No
     assert any("no longer a member" in f.get("message", "") for f in frames)
     found = await sync_to_async(people["bob"][2].get)(f"/api/sessions/{key}")
     assert found.status_code == 404
+
+
+def test_the_openai_door_lands_a_member_in_the_team_chat_and_refuses_a_stranger(
+    crew, llm: ScriptedLLM
+) -> None:
+    from django.test import Client
+
+    people = crew["people"]
+    key = start_team_chat(people["ada"][2])["key"]
+    body = {"model": "agentsite", "messages": [{"role": "user", "content": "status?"}]}
+
+    def ask(name: str) -> Any:
+        return Client().post(
+            "/v1/chat/completions",
+            body,
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {people[name][1]}", "X-Session-Key": key},
+        )
+
+    llm.reply("All green.")
+    answered = ask("bob")
+    assert answered.status_code == 200, answered.content
+    assert answered.json()["choices"][0]["message"]["content"] == "All green."
+    assert answered.headers["X-Session-Key"] == key
+    refused = ask("eve")
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "session_not_found"
+    runs = list(Session.objects.get(key=key).runs.values_list("author", flat=True))
+    assert runs == [people["bob"][0].pk]
