@@ -136,6 +136,8 @@ class ApprovalRequest(Event):
     run_id: str
     name: str
     arguments: Any
+    # In a team chat, who may answer: `{author: {id, name} | null, team_admins: true}`.
+    answerable_by: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

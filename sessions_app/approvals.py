@@ -10,7 +10,7 @@ a stop, or a new turn of the session, cancels the lot and ends the run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -121,7 +121,16 @@ def park_run(
         # A stop that came as it began to wait, which no process would see any more.
         cancel_waiting(result=stopped_result, error="stopped by the user", run_id=run.pk)
         return None
+    _load_answerers(run)
     return approvals
+
+
+def _load_answerers(run: Run) -> None:
+    """Load what says who may answer the run's calls (its session, and in a team chat its
+    author), which async code reads off the approvals without a query."""
+    team_chat = run.session.team_id is not None
+    if team_chat and run.author_id is not None and not Run.author.is_cached(run):
+        run.author = User.objects.filter(pk=run.author_id).first()
 
 
 @transaction.atomic
@@ -294,7 +303,8 @@ def _cancel(waiting: QuerySet[Run], *, result: str, error: str) -> list[Cancelle
         )
         # What it used before it waited goes into the daily ledger, as a run's ending does.
         if Run.objects.filter(pk=run.pk, counted=False).update(counted=True):
-            ledger.record_run(run=run, owner_id=run.session.owner_id)
+            # Whose spending it is: its author's (a team chat's sender's), as `finish_run`.
+            ledger.record_run(run=run, owner_id=run.author_id or run.session.owner_id)
         ended.append(Cancelled(run.pk, run.session_id, call_ids))
     return ended
 
@@ -349,27 +359,35 @@ def anything_pending() -> bool:
 
 
 def pending_approvals(
-    *, session_id: int | None = None, run_id: UUID | None = None, owner: Any = None
+    *,
+    session_id: int | None = None,
+    run_id: UUID | None = None,
+    owner: Any = None,
+    admin_of: Collection[int] = (),
 ) -> QuerySet[Approval]:
-    """The calls waiting for an answer: of a session, of a run, or of all of `owner`'s
-    sessions; oldest first."""
+    """The calls waiting for an answer: of a session, of a run, or that `owner` may answer
+    (those of their own sessions, and of the chats of the teams they belong to, the turns
+    they started, or any turn where the team is one of `admin_of`, the groups of the teams
+    they administer); oldest first."""
     pending = Approval.objects.filter(
         status=Approval.Status.PENDING, run__status=Run.Status.WAITING
-    ).select_related("run", "run__session")
+    ).select_related("run", "run__session", "run__author")
     if session_id is not None:
         pending = pending.filter(run__session_id=session_id)
     if run_id is not None:
         pending = pending.filter(run_id=run_id)
     if owner is not None:
-        pending = pending.filter(run__session__owner=owner)
+        team_chat = Q(run__session__owner__isnull=True, run__session__team__user=owner)
+        answerable = Q(run__author=owner) | Q(run__session__team_id__in=list(admin_of))
+        pending = pending.filter(Q(run__session__owner=owner) | (team_chat & answerable))
     return pending.order_by("created", "position")
 
 
 def approval_in_session(*, session_id: int, call_id: str) -> Approval | None:
     """The session's call `call_id` that waited for an answer, the latest if calls of
-    several runs had that id."""
+    several runs had that id; its run comes with the run's session and author."""
     return (
-        Approval.objects.select_related("run")
+        Approval.objects.select_related("run", "run__session", "run__author")
         .filter(run__session_id=session_id, call_id=call_id)
         .order_by("-created")
         .first()

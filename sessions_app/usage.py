@@ -1,5 +1,5 @@
 """What runs used and cost: the daily ledger (`DailyUsage`), sums per session, per UTC day
-and per model, and each user's daily budget.
+and per model, per team chat member, and each user's daily budget.
 
 The rule for a cost that is not known: a run whose model has no price (neither litellm's
 table nor AGENT_MODEL_PRICES names it) used tokens at an unknown cost. Any sum that holds
@@ -11,6 +11,7 @@ self-hosted model counted gives it a price.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -228,10 +229,15 @@ def _sums(lines: QuerySet[DailyUsage], *by: str) -> list[dict[str, Any]]:
     ]
 
 
+def first_day(days: int) -> date:
+    """The first UTC day of the last `days` (today included)."""
+    return today() - timedelta(days=days - 1)
+
+
 def usage_report(*, owner: User, days: int) -> dict[str, Any]:
     """The owner's usage over the last `days` UTC days (today included): the total, each
     day that had any (oldest first) and each model."""
-    first = today() - timedelta(days=days - 1)
+    first = first_day(days)
     lines = DailyUsage.objects.filter(owner=owner, day__gte=first)
     [total] = _sums(lines)
     by_day = _sums(lines, "day")
@@ -244,6 +250,89 @@ def usage_report(*, owner: User, days: int) -> dict[str, Any]:
         "total": total,
         "by_day": by_day,
         "by_model": _sums(lines, "model"),
+    }
+
+
+# A run that called a model: the ledger counts no other.
+_CALLED_A_MODEL = (
+    Q(cost__isnull=False)
+    | Q(usage__prompt_tokens__gt=0)
+    | Q(usage__completion_tokens__gt=0)
+    | Q(usage__total_tokens__gt=0)
+)
+_RUN_SUMS = {
+    "runs_": Count("pk"),
+    "prompt": _token_sum("prompt_tokens"),
+    "completion": _token_sum("completion_tokens"),
+    "total": _token_sum("total_tokens"),
+    "priced": Coalesce(Sum("cost"), ZERO),
+    "unpriced": Count("pk", filter=Q(cost__isnull=True)),
+}
+
+
+def team_chat_usage(*, team_ids: Collection[int], since: date) -> dict[int, dict[str, Any]]:
+    """For each team (by its group's id): what the runs of its chats (their sub-agents'
+    too) that ended from UTC day `since` on used, in all (`total`) and per member whose
+    message started them (`members`, the most costly first), in one query.
+
+    Read from the runs rather than the ledger, which counts a run against its author and
+    not against the chat it ran in; the period is the ledger's all the same, a run counted
+    on the day it ended. A member's line: `id` and `user` (their username; None for an
+    account deleted since), `name`, `runs` (that called a model) and the usage sums."""
+    start = datetime.combine(since, time(0), tzinfo=UTC)
+    rows = (
+        Run.objects.filter(session__team_id__in=list(team_ids), finished__gte=start)
+        .filter(_CALLED_A_MODEL)
+        .values(
+            "session__team_id",
+            "author_id",
+            "author__username",
+            "author__first_name",
+            "author__last_name",
+        )
+        .annotate(**_RUN_SUMS)
+        .order_by()
+    )
+    lines: dict[int, list[dict[str, Any]]] = {team_id: [] for team_id in team_ids}
+    for row in rows:
+        lines[row["session__team_id"]].append(dict(row))
+    found = {}
+    for team_id, members in lines.items():
+        members.sort(key=lambda row: (-row["priced"], row["author__username"] or ""))
+        total = {
+            key: sum((row[key] for row in members), ZERO if key == "priced" else 0)
+            for key in _RUN_SUMS
+        }
+        found[team_id] = {
+            "total": _run_line(total),
+            "members": [
+                {
+                    "id": row["author_id"],
+                    "user": row["author__username"],
+                    "name": _name(row),
+                    **_run_line(row),
+                }
+                for row in members
+            ],
+        }
+    return found
+
+
+def _name(row: dict[str, Any]) -> str | None:
+    full = f"{row['author__first_name'] or ''} {row['author__last_name'] or ''}".strip()
+    return full or row["author__username"]
+
+
+def _run_line(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "runs": int(row["runs_"]),
+        **usage_dict(
+            prompt=row["prompt"],
+            completion=row["completion"],
+            total=row["total"],
+            priced_cost=row["priced"],
+            unpriced_runs=row["unpriced"],
+        ),
     }
 
 

@@ -4,7 +4,8 @@ Staff see and manage every team. A team's admins who are not staff sign in to th
 too (`teams_app.admin_site`) and see the Teams section alone, with only the teams they
 administer: there they set the members of a team whose members are not synced from the
 identity provider, its policy within the operator's ceiling, its MCP servers and skills
-(from those their teams have), and see what its members spent. Another team's page is a
+(from those their teams have), and see what its members spent and what its chats used, by
+the member who sent each message. Another team's page is a
 404 to them; its admins, its name and whether it is synced are staff's, as are making and
 deleting teams. Each change is in the audit log with the person who made it.
 """
@@ -21,7 +22,7 @@ from django.http import Http404, HttpRequest
 from teams_app import services
 from teams_app.admin_forms import POLICY_FIELDS, PersonalPolicyForm, PolicyForm, TeamForm
 from teams_app.admin_site import administers_a_team, open_to_team_admins
-from teams_app.admin_usage import DAYS, usage_table
+from teams_app.admin_usage import DAYS, chat_usage_table, usage_table
 from teams_app.models import ApiToken, PersonalPolicy, PolicyFields, SignInIdentity, Team
 
 open_to_team_admins(admin.site)
@@ -77,7 +78,7 @@ class TeamAdmin(PolicyAdmin):
                 "assigned to none is everyone's.",
             },
         ),
-        ("Usage", {"fields": ("usage",)}),
+        ("Usage", {"fields": ("usage", "chat_usage")}),
     )
 
     # Who sees what.
@@ -132,7 +133,7 @@ class TeamAdmin(PolicyAdmin):
     # The page.
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fields: tuple[str, ...] = ("usage",)
+        fields: tuple[str, ...] = ("usage", "chat_usage")
         if obj is not None:
             fields += ("slug",)
         if not self.manages_all(request):
@@ -178,6 +179,10 @@ class TeamAdmin(PolicyAdmin):
     @admin.display(description=f"what members spent (today and the last {DAYS} days)")
     def usage(self, obj: Team) -> Any:
         return usage_table(obj) if obj.pk else "-"
+
+    @admin.display(description=f"what the team's chats used (the last {DAYS} days, by sender)")
+    def chat_usage(self, obj: Team) -> Any:
+        return chat_usage_table(obj) if obj.pk else "-"
 
     # Writes, through the services.
 

@@ -1,6 +1,8 @@
 """What a team's members spent, on its admin page: today and over the last 30 UTC days, in
-all and per member, read from the daily usage ledger (`sessions_app.models.DailyUsage`).
-Amounts only: what the members asked and what their agents did stay theirs."""
+all and per member, read from the daily usage ledger (`sessions_app.models.DailyUsage`);
+and what the team's chats used over those days, per member whose message started each
+turn (`sessions_app.usage.team_chat_usage`). Amounts only: what the members asked and what
+their agents did stay theirs."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from sessions_app.models import DailyUsage
-from sessions_app.usage import today
+from sessions_app.usage import first_day, team_chat_usage, today
 from teams_app.models import Team
 
 DAYS = 30
@@ -81,5 +83,32 @@ def usage_table(team: Team) -> SafeString:
         "<table><thead><tr><th>Member</th><th>Today (UTC)</th><th>Last {} days</th>"
         "<th>Runs without a known price</th></tr></thead><tbody>{}</tbody></table>",
         DAYS,
+        rows,
+    )
+
+
+def chat_usage_table(team: Team) -> SafeString:
+    """What the team's chats used over the last `DAYS` days, a line per member who sent a
+    message there (those no longer members too), the total first."""
+    used = team_chat_usage(team_ids=[team.group_id], since=first_day(DAYS))[team.group_id]
+    lines = [("All members", used["total"])]
+    lines += [(member["user"] or "(a deleted account)", member) for member in used["members"]]
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                name,
+                line["runs"],
+                line["total_tokens"],
+                _money(Decimal(str(line["priced_cost"]))),
+                line["unpriced_runs"] or "",
+            )
+            for name, line in lines
+        ),
+    )
+    return format_html(
+        "<table><thead><tr><th>Sender</th><th>Runs</th><th>Tokens</th><th>Cost</th>"
+        "<th>Runs without a known price</th></tr></thead><tbody>{}</tbody></table>",
         rows,
     )

@@ -31,8 +31,9 @@ What a door may ask for, and what it gets back:
   `execute_task(run, owner=)` runs a queued one to its end (the worker's job).
 - Answer a tool call that waits for a person: a run's turn that asked for such a tool ends
   `waiting` (`TurnResult.pending` lists the calls). `answer_approval` records a yes or a no
-  (`ApprovalNotFound`, `ApprovalClosed` when there is nothing to answer) and says whether
-  the turn may go on; `resume_turn(run_id, emit=)` goes on with it, and `resume_task` does
+  (`ApprovalNotFound`, `ApprovalClosed` when there is nothing to answer, `ApprovalRefused`
+  when, in a team chat, it is neither the sender's nor a team admin's to give) and says
+  whether the turn may go on; `resume_turn(run_id, emit=)` goes on with it, and `resume_task` does
   so for the API and the worker; `approve_task` does both for a task. `pending_requests`
   lists what a session's waiting turns ask; `settle_approvals` (the sweep's) lets calls
   past their time count as declined and returns the runs to resume. `forget_always` takes
@@ -106,6 +107,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent.turn.answerers import ApprovalRefused
     from agent.turn.approvals import (
         ApprovalClosed,
         ApprovalNotFound,
@@ -191,6 +193,7 @@ if TYPE_CHECKING:
 
 # The module of the package each name of the interface lives in.
 _PLACES = {
+    "answerers": ("ApprovalRefused",),
     "approvals": (
         "ApprovalClosed",
         "ApprovalNotFound",
@@ -270,6 +273,7 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "ApprovalClosed",
     "ApprovalNotFound",
+    "ApprovalRefused",
     "ChunkCoalescer",
     "Continuation",
     "GroupSink",

@@ -14,7 +14,8 @@ a job it schedules and so each of its runs (`CronJob.approve_tools`). A chat whe
 waits for a yes thus never gets an `exec` run unasked by way of a sub-agent or a job.
 
 The turn that waits is a run left `waiting` with a row per call (`sessions_app.approvals`);
-answers come from any door (`answer_approval`), a call's time runs out in the worker's
+answers come from any door (`answer_approval`; in a team chat, from the member who sent
+the message or a team admin alone, `answerers`), a call's time runs out in the worker's
 sweep (`settle_approvals`), and `/stop`, a cancel or a new turn of the session end the
 wait (`end_waiting`). Whichever way a call is answered, every socket of its session hears
 of it (`approval_resolved`), so that its card goes in every tab.
@@ -37,6 +38,7 @@ from agent.events import AllowedTools, ApprovalRequest, ApprovalResolved
 from agent.gate import Gate, Verdicts
 from agent.loop_messages import call_hint
 from agent.turn import store
+from agent.turn.answerers import answerable_by, refuse_unless_answerer
 from agent.turn.fanout import publish
 from agent.turn.profiles import Profile
 from agent.turn.refusals import SessionGone, TurnError
@@ -166,6 +168,7 @@ def request_of(approval: Approval) -> ApprovalRequest:
         run_id=str(approval.run_id),
         name=approval.name,
         arguments=approval.arguments,
+        answerable_by=answerable_by(approval),
     )
 
 
@@ -188,15 +191,15 @@ async def answer_approval(
     run_id: UUID | None = None,
     session_id: int | None = None,
 ) -> Answer:
-    """Answer the call `call_id` that waits in `owner`'s run `run_id`, or in the session
-    `session_id` (which the caller knows to be theirs); every socket of the session hears
-    of it. ApprovalNotFound or ApprovalClosed, changing nothing, for a call that is not
-    theirs or no longer waits."""
+    """Answer the call `call_id` that waits in `owner`'s run `run_id` (or one of a chat of
+    their team's), or in the session `session_id` (which the caller knows to be theirs);
+    every socket of the session hears of it. ApprovalNotFound or ApprovalClosed, changing
+    nothing, for a call that is not theirs or no longer waits; ApprovalRefused for one of a
+    team chat that waits for another member's answer (`answerers`)."""
     run: Run | None
     if run_id is not None:
         run = await store.get_run(run_id=run_id)
-        owner_id = owner.pk if owner is not None else None
-        if run is not None and run.session.owner_id != owner_id:
+        if run is not None and not await _reaches(run, owner):
             run = None  # another user's, or (with no owner) a user's and not the terminal's
     elif session_id is not None:
         approval = await store.approval_in_session(session_id=session_id, call_id=call_id)
@@ -205,6 +208,7 @@ async def answer_approval(
         raise ValueError("answer a call of a run or of a session")
     if run is None:
         raise ApprovalNotFound(f"no call {call_id!r} waits for an answer here")
+    await refuse_unless_answerer(run, owner)
     try:
         answered = await store.answer_call(
             run=run, call_id=call_id, allow=allow, always=always, user=owner
@@ -219,6 +223,15 @@ async def answer_approval(
         tools = await store.allowed_tools(session_id=run.session_id)
         await publish(run.session_id, AllowedTools(tools=tools))
     return Answer(run.pk, run.session_id, answered.ready)
+
+
+async def _reaches(run: Run, user: User | None) -> bool:
+    """Whether `user` reaches the session of `run` (loaded with it): their own, or a chat of
+    a team they belong to."""
+    if run.session.team_id is not None:
+        user_id = user.pk if user is not None else None
+        return await store.is_member(user_id=user_id, team_id=run.session.team_id)
+    return run.session.owner_id == (user.pk if user is not None else None)
 
 
 async def forget_always(*, session_id: int, tool: str) -> list[str]:

@@ -7,12 +7,18 @@ no longer shown nor sent to the model. The message then runs again as a new turn
 words or the edited ones. It happens under the session's lock, so no other turn of the
 session runs in between, and a second tab that asks for the same thing at the same time
 finds the message archived already and is told so.
+
+In a team chat, where every member writes, a member runs the conversation again only from
+a message of their own (the one their turn answered): another's words are not theirs to
+edit, nor its reply theirs to throw away.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from uuid import UUID
+
+from django.contrib.auth.models import User
 
 from agent.events import Archived, Emit
 from agent.turn import store
@@ -25,6 +31,7 @@ WAITING = (
     "a turn of this chat waits for your answer about a tool call: answer it, or stop it, "
     "then try again"
 )
+NOT_YOURS = "you can only regenerate or edit your own messages"
 CHANGED = (
     "this conversation changed meanwhile (another edit, regeneration or message came first): "
     "look at it again and retry"
@@ -63,11 +70,16 @@ class RerunFrom:
 
 
 async def starting_point(
-    session: Session, *, message_id: int | None = None, run_id: UUID | None = None
+    session: Session,
+    *,
+    message_id: int | None = None,
+    run_id: UUID | None = None,
+    requester: User | None = None,
 ) -> RerunFrom:
     """The message of the user's to run again from: message `message_id`, the message that
     started run `run_id`, or (neither) the user's latest. Refused (`InvalidInput`) when the
-    chat has no such live message, or it is not one the user wrote."""
+    chat has no such live message, or it is not one the user wrote; in a team chat, when
+    it is not one `requester` wrote (the latest message of the chat, without an id)."""
     field = "run_id" if run_id is not None and message_id is None else "id"
     message = await store.rerun_start(session=session, message_id=message_id, run_id=run_id)
     if message is None:
@@ -78,12 +90,20 @@ async def starting_point(
         )
     if message.role != Message.Role.USER or _is_report(message):
         raise InvalidInput("only a message you wrote can be edited or answered again", field=field)
+    if session.team_id is not None and not _written_by(message, requester):
+        raise InvalidInput(NOT_YOURS, field=field)
     return RerunFrom(
         message_id=message.pk,
         run_id=str(message.run_id) if message.run_id else None,
         content=message.content or "",
         latest=message_id is None and run_id is None,
     )
+
+
+def _written_by(message: Message, requester: User | None) -> bool:
+    """Whether `requester` sent the message: its run's author (whose turn it started)."""
+    author_id = message.run.author_id if message.run is not None else None
+    return requester is not None and author_id is not None and author_id == requester.pk
 
 
 def _is_report(message: Message) -> bool:

@@ -126,7 +126,9 @@ async def rerun_turn(
         if slash.is_command(content):
             raise InvalidInput("an edited message cannot be a command; send the command instead")
     row = await _open(session)
-    start = await rewind.starting_point(row, message_id=message_id, run_id=run_id)
+    start = await rewind.starting_point(
+        row, message_id=message_id, run_id=run_id, requester=session.owner
+    )
     await rewind.refuse_if_busy(row)
     text = start.content if content is None else content
     try:

@@ -80,6 +80,7 @@ export class Approvals {
         el("span", { class: "tool-args", text: summariseArguments(parsed, pretty) }),
       ),
       el("pre", { class: "approval-args", tabindex: "0", text: pretty }),
+      whoMayAnswer(f.answerable_by),
       el("div", { class: "approval-actions" }, ...buttons),
     );
     this.cards.set(id, node);
@@ -128,6 +129,13 @@ export class Approvals {
       for (const button of buttons) button.disabled = false;
     }, RETRY_AFTER_MS);
   }
+}
+
+/** In a team chat, the line that says who may answer: the sender, or a team admin. */
+function whoMayAnswer(by) {
+  if (!by) return null;
+  const who = by.author ? `${by.author.name}, who sent the message, or a team admin` : "a team admin";
+  return el("div", { class: "approval-who", text: `Only ${who} may answer.` });
 }
 
 /** The tool card a reloaded history shows for call `id`, if any. */

@@ -4,13 +4,14 @@ wait for it now.
 Which tools wait: the operator's (`AGENT_APPROVE_TOOLS`), those the skills your prompt
 offers name, yours (changed here) and each session's (`PATCH /api/sessions/<key>`), less
 those a session was told "always" for. The calls that wait are answered through their
-task (`POST /api/tasks/<id>/approve`) or the chat's socket."""
+task (`POST /api/tasks/<id>/approve`) or the chat's socket: yours, and in your teams'
+chats those of the turns you started, and every one of a team you administer."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,9 +21,17 @@ from agent.conf import agent_settings
 from agent.doors.api.known_fields import AS_READ, KnownFieldsOnly
 from agent.doors.api.prompt_file_views import FolderUnusable, own_folder
 from agent.doors.api.schema import AUTH_ERRORS, INVALID
-from agent.doors.api.serializers import ToolPatternsField
+from agent.doors.api.serializers import AuthorOut, ToolPatternsField
 from sessions_app import approvals
+from sessions_app.models import Approval
+from sessions_app.people import person
 from skills_app import selectors as skill_selectors
+from teams_app.models import Team
+
+
+class AnswerableByOut(serializers.Serializer):
+    author = AuthorOut(allow_null=True, help_text="The member who sent the message.")
+    team_admins = serializers.BooleanField(help_text="The team's admins may answer too.")
 
 
 class WaitingCallOut(serializers.Serializer):
@@ -33,6 +42,18 @@ class WaitingCallOut(serializers.Serializer):
     arguments = serializers.JSONField()
     created = serializers.DateTimeField()
     deadline = serializers.DateTimeField(help_text="When it counts as declined, unanswered.")
+    answerable_by = serializers.SerializerMethodField(
+        help_text="In a team chat, who may answer: the member who sent the message and the "
+        "team's admins; null in a chat of your own."
+    )
+
+    @extend_schema_field(AnswerableByOut(allow_null=True))
+    def get_answerable_by(self, approval: Approval) -> dict[str, Any] | None:
+        run = approval.run
+        if run.session.team_id is None:
+            return None
+        author = person(run.author) if run.author is not None else None
+        return {"author": author, "team_admins": True}
 
 
 class ApprovalsOut(serializers.Serializer):
@@ -46,7 +67,11 @@ class ApprovalsOut(serializers.Serializer):
         child=serializers.ListField(child=serializers.CharField()),
         help_text="What each skill your prompt offers adds, by its name.",
     )
-    pending = WaitingCallOut(many=True, help_text="The calls that wait for your answer now.")
+    pending = WaitingCallOut(
+        many=True,
+        help_text="The calls that wait for your answer now: in your chats, and in your teams' "
+        "chats those you may answer.",
+    )
 
 
 class ApprovalsIn(KnownFieldsOnly):
@@ -90,5 +115,10 @@ class Approvals(APIView):
             "skills": {
                 skill.name: list(skill.approve_tools) for skill in offered if skill.approve_tools
             },
-            "pending": approvals.pending_approvals(owner=request.user),
+            "pending": approvals.pending_approvals(
+                owner=request.user,
+                admin_of=list(
+                    Team.objects.filter(admins=request.user).values_list("group_id", flat=True)
+                ),
+            ),
         }

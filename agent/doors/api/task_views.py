@@ -10,7 +10,7 @@ from uuid import UUID
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
@@ -22,6 +22,7 @@ from agent.doors.api.serializers import ApproveIn, TaskIn, TaskOut
 from agent.turn import (
     ApprovalClosed,
     ApprovalNotFound,
+    ApprovalRefused,
     approve_task,
     cancel_task,
     settings_for,
@@ -109,6 +110,11 @@ class TaskApprove(APIView):
             202: TaskOut,
             **INVALID,
             **AUTH_ERRORS,
+            403: OpenApiResponse(
+                ErrorOut,
+                description="A team chat's call: only the member who sent the message, or a "
+                "team admin, may answer it.",
+            ),
             404: OpenApiResponse(ErrorOut, description="No such task of yours, or no such call."),
             409: OpenApiResponse(
                 ErrorOut,
@@ -138,4 +144,6 @@ class TaskApprove(APIView):
             raise NotFound(str(exc)) from None
         except ApprovalClosed as exc:
             raise Answered(str(exc)) from None
+        except ApprovalRefused as exc:
+            raise PermissionDenied(str(exc)) from None
         return Response(TaskOut(task).data, status=202 if queued else 200)
