@@ -21,7 +21,6 @@ from agent.tools.guards.folders import team_folder, user_folder
 from agent.turn.db import on_db
 from sessions_app.models import Session
 
-
 TEAM_HIDDEN_TOOLS = frozenset({"cron"})
 
 
