@@ -90,7 +90,9 @@ def _listed_sessions(owner: Any) -> QuerySet[Session]:
     prefixes = Q()
     for channel in USER_CHANNELS:
         prefixes |= Q(key__startswith=f"{channel}:")
-    return Session.objects.filter(prefixes, owner=owner)
+    # The person's own chats and their teams' (`selectors.find_session`'s rule).
+    team_chats = Q(owner__isnull=True, team__isnull=False, team__user=owner)
+    return Session.objects.filter(prefixes).filter(Q(owner=owner) | team_chats)
 
 
 def _every(terms: list[str], field: str) -> Q:

@@ -181,3 +181,19 @@ def test_on_postgresql_the_words_are_found_through_the_gin_index(api: APIClient,
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "message_words_gin" in plan, plan
     assert [hit["snippet"] for hit in found(api, "capy")] == ["a capybara"]
+
+
+def test_a_members_search_finds_their_teams_chats_and_no_other_teams(
+    api: APIClient, ada: User
+) -> None:
+    from sessions_app.services import create_team_chat
+    from teams_app.services import create_team, set_members
+
+    ops, sales = create_team(slug="ops"), create_team(slug="sales")
+    set_members(team=ops, users=[ada])
+    ours = create_team_chat(team=ops.group, title="Pump outage")
+    wanted = say(ours, "user", "the zeppelin pump")
+    say(create_team_chat(team=sales.group), "user", "zeppelin leads")
+
+    assert [hit["message_id"] for hit in found(api, "zeppelin")] == [wanted.pk]
+    assert [hit["session"] for hit in found(api, "outage")] == [ours.key]
