@@ -1,7 +1,7 @@
 """What follows a user's account.
 
 Their folder: a renamed user keeps their files, and a deleted user's folder is put aside,
-so that a new account of the same name starts empty.
+so that a new account of the same name starts empty (as a deleted team's is).
 
 Their access: once a change that may end it is committed (the user saved, deactivated,
 deleted, a password changed, a token deleted, a login signed out), whichever process made
@@ -22,6 +22,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 
 from agent.conf import agent_settings
+from agent.tools.guards import folders
 from agent.tools.guards.folders import rename_user_folder, retire_user_folder
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,21 @@ def retire_folder(sender: Any, instance: Any, **kwargs: Any) -> None:
             retire_user_folder(workspace, username)
         except Exception:
             logger.exception("could not put aside the folder of the deleted user %r", username)
+
+    transaction.on_commit(retire, robust=True)
+
+
+def retire_team_folder(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """`post_delete` of a group (a team's): once the delete is committed, the team's folder
+    is put aside, as a deleted user's is."""
+    slug = instance.name
+    workspace = agent_settings().workspace
+
+    def retire() -> None:
+        try:
+            folders.retire_team_folder(workspace, slug)
+        except Exception:
+            logger.exception("could not put aside the folder of the deleted team %r", slug)
 
     transaction.on_commit(retire, robust=True)
 

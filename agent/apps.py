@@ -48,6 +48,11 @@ class AgentConfig(AppConfig):
         pre_save.connect(accounts.note_old_username, sender=user, dispatch_uid="agent.user_name")
         post_save.connect(accounts.follow_rename, sender=user, dispatch_uid="agent.user_renamed")
         post_delete.connect(accounts.retire_folder, sender=user, dispatch_uid="agent.user_deleted")
+        from django.contrib.auth.models import Group
+
+        post_delete.connect(
+            accounts.retire_team_folder, sender=Group, dispatch_uid="agent.team_deleted"
+        )
         # What let a socket in holds only as long as the account, the token and the login do.
         from rest_framework.authtoken.models import Token
 

@@ -145,3 +145,16 @@ async def test_a_team_chats_sub_agent_works_in_the_team_folder_as_the_sender(
     sub = await sync_to_async(Run.objects.select_related("session").get)(channel="subagent")
     assert sub.author_id == ops["bob"].pk and sub.session.team_id == ops["team"].group_id
     assert not (workspace / "users" / "bob" / "notes.md").exists()
+
+
+def test_a_deleted_teams_folder_is_put_aside_and_a_new_team_of_its_name_starts_empty(
+    workspace: Path,
+) -> None:
+    team = teams.create_team(slug="ops")
+    folder = workspace / "teams" / "ops"
+    folder.mkdir(parents=True)
+    (folder / "secrets.md").write_text("the old team's")
+    teams.delete_team(team=team)
+    assert not folder.exists()
+    [kept] = (workspace / "teams" / ".deleted").iterdir()
+    assert kept.name.startswith("ops~") and (kept / "secrets.md").read_text() == "the old team's"

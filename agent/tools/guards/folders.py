@@ -58,10 +58,6 @@ def folder_name(username: str) -> str:
     return f"{escaped[: MAX_NAME_BYTES - 17]}~{digest}"
 
 
-def users_root(workspace: Path) -> Path:
-    return workspace / USERS
-
-
 def user_folder(workspace: Path, username: str | None) -> Path:
     """Where the folder of the account `username` is (None: of turns that belong to no
     account), whether or not it exists yet."""
@@ -126,11 +122,20 @@ def rename_user_folder(workspace: Path, old: str, new: str) -> Path | None:
 
 def retire_user_folder(workspace: Path, username: str, *, reason: str = "deleted") -> Path | None:
     """Move the account's folder aside, under `users/.deleted/`, dated; where it went."""
-    source = _checked(user_folder(workspace, username))
+    return _retire(_checked(user_folder(workspace, username)), reason)
+
+
+def retire_team_folder(workspace: Path, slug: str) -> Path | None:
+    """Move a deleted team's folder aside, under `teams/.deleted/`, dated, so that a new
+    team of the same slug starts empty; where it went."""
+    return _retire(_checked(team_folder(workspace, slug)), "its team deleted")
+
+
+def _retire(source: Path, reason: str) -> Path | None:
     if not source.exists():
         return None
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    target = users_root(workspace.resolve()) / RETIRED / f"{source.name}~{stamp}"
+    target = source.parent / RETIRED / f"{source.name}~{stamp}"
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     shutil.move(source, target)
     logger.info("the folder %s (%s) is kept as %s", source, reason, target)
