@@ -1,46 +1,57 @@
-"""Many web sessions at once, each running a 3-call turn, on one daphne process or several.
+"""Many web chats at once, each running a 3-call turn, on one daphne process or several.
 
     DATABASE_URL=postgres://... .venv/bin/python bench/concurrency.py [--sessions 200]
     DATABASE_URL=postgres://... REDIS_URL=redis://... .venv/bin/python bench/concurrency.py --processes 1 2
-        [--watchers auto|on|off] [--grace 30] [--json PATH]
+        [--layouts personal200,team50x4] [--runs 3] [--no-settle] [--watchers auto|on|off]
+        [--grace 30] [--json PATH]
 
-Each session opens its own chat over a real WebSocket and sends one message; the scripted
-model (its own process) answers every call after `--call-ms` and makes each turn read a file
-twice before its streamed reply: three model calls. For each layout it prints the time for
-all turns to finish against the ideal (the three calls back to back, as if the site cost
-nothing) and against the floor (the same conversations on bare httpx straight to the model,
-measured first in the same run: what the machine allows with no site), turns that failed, the p99 delay of the reply's chunks from the model to the
-client, the turns per second, the peak memory of the busiest daphne process and the web
-processes' CPU per turn. Sessions
-are spread over the processes round robin; more than one process needs `REDIS_URL` (the
-channel layer they share). Without `DATABASE_URL` it runs on SQLite and says so. With
-`DATABASE_URL` and `REDIS_URL` it makes a PostgreSQL database of its own next to the one
-named, drops it at the end, and uses a Redis database of its own (`_procs.scratch_services`).
+Each chat is opened over real WebSockets and sent one message; the scripted model (its own
+process) answers every call after `--call-ms` and makes each turn read a file twice before
+its streamed reply: three model calls. Two layouts (`--layouts`), taking turns in each of
+`--runs` runs: `personal200`, 200 personal chats with one socket each (`personal` alone:
+`--sessions` of them), and `team50x4`, 50 team chats each open on 4 sockets, every one a
+different member of the team, where one member sends, once every socket shows all 4 as
+looking (`--no-settle`: once each has its history), and all 4 receive the streamed reply
+(`bench/_team_layout.py`). Both deliver 4,000 reply chunks to 200 sockets; the team layout
+does it with a quarter of the turns.
+
+For each layout it prints the medians over the runs of the time for all turns to finish
+against the ideal (the three calls back to back, as if the site cost nothing), turns that
+failed, the p50/p99 delay of the reply's chunks from the model to each socket that received
+them, the turns per second, the web processes' CPU per turn and per delivered chunk (every
+chunk a socket received: read from /proc before and after), and the chunks of the saved
+replies that a socket never received. Beside them, the floor, measured in each run just
+before the layout: the same conversations (one per chat) on bare httpx straight to the
+model, no site: what the machine allows; its chunk delay, and this process's CPU per chunk
+read. Sockets are spread over the processes round robin; more than one process needs
+`REDIS_URL` (the channel layer they share). Without `DATABASE_URL` it runs on SQLite and says
+so. With `DATABASE_URL` and `REDIS_URL` it makes a PostgreSQL database of its own next to the
+one named, drops it at the end, and uses a Redis database of its own
+(`_procs.scratch_services`).
 
 No event lost in the channel layer: with watchers (by default on layouts of two processes or
-more), a second pass gives each session a second socket on another process, which must
+more), a second pass gives each personal chat a second socket on another process, which must
 receive the turn's tool results and final `message` through the layer within `--grace`
 seconds (30) of the sender; "lost" counts those that did not. Tool results travel only
 through the layer (a socket's own look at the run record, which could stand in for a lost
 final message, has no tool cards), so a loss cannot hide. The lag of the final message
 behind the sender's is printed too. The pass is not timed, so the layouts' figures stay
-comparable.
+comparable. A team chat's viewers are such watchers already, counted chunk by chunk.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +60,16 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._loops import httpx_loop  # noqa: E402
+from bench._chat_replies import FAILURES, Reply, Tally, bare_floor  # noqa: E402
+from bench._conc_layouts import (  # noqa: E402
+    HEADER,
+    Figures,
+    Layout,
+    layout_rows,
+    parse_layouts,
+    report,
+    table_line,
+)
 from bench._procs import (  # noqa: E402
     Children,
     bench_env,
@@ -61,15 +81,10 @@ from bench._procs import (  # noqa: E402
     tail,
 )
 from bench._report import Row, add_json_option, row, write_json  # noqa: E402
+from bench._team_layout import Team, make_teams, measure_team, new_chats  # noqa: E402
 
-STAMP = re.compile(r"<(\d+)>")
-# Why turns failed, and how often: printed under the figures.
-FAILURES: collections.Counter[str] = collections.Counter()
 CALLS = 3
 CHUNKS = 20
-IDEAL_TARGET = 1.2
-P99_TARGET_MS = 20.0
-SCALE_TARGET = 1.8
 
 
 class Watch:
@@ -86,10 +101,10 @@ class Watch:
 
 
 async def one_turn(
-    url: str, chat: str, delays: list[float], watcher: str = "", watch: Watch | None = None
+    url: str, chat: str, tally: Tally, watcher: str = "", watch: Watch | None = None
 ) -> bool:
-    """One session's turn; whether it ended with its reply. With a `watcher` URL, a second
-    socket on the same chat there, which must get the reply too (counted in `watch`)."""
+    """One personal chat's turn; whether it ended with its reply. With a `watcher` URL, a
+    second socket on the same chat there, which must get the reply too (counted in `watch`)."""
     try:
         async with contextlib.AsyncExitStack() as stack:
             ws = await stack.enter_async_context(
@@ -108,17 +123,11 @@ async def one_turn(
                 watching = asyncio.create_task(final_message(other, seen))
                 stack.callback(watching.cancel)
             await ws.send(json.dumps({"type": "message", "content": "read it twice"}))
+            reply = Reply()
             async with asyncio.timeout(120):
-                while True:
-                    frame = json.loads(await ws.recv())
-                    now = time.time_ns()
-                    if frame["type"] == "stream_chunk":
-                        delays.extend((now - int(s)) / 1e6 for s in STAMP.findall(frame["content"]))
-                    elif frame["type"] == "message" and frame.get("role") == "assistant":
-                        break
-                    elif frame["type"] == "error":
-                        FAILURES[str(frame.get("message"))[:80]] += 1
-                        return False
+                if not await reply.read(ws):
+                    return False
+            tally.add(reply, reply.saved)
             if watch is not None and watching is not None:
                 ended = time.perf_counter()
                 done, _ = await asyncio.wait([watching], timeout=watch.grace)
@@ -148,14 +157,6 @@ async def final_message(ws: Any, seen: list[str]) -> float:
     return arrived
 
 
-async def bare_floor(base_url: str, sessions: int) -> float:
-    """Seconds for `sessions` tool conversations at once on bare httpx against the same
-    model: what this machine's cores, shared with the model, allow with no site at all."""
-    started = time.perf_counter()
-    await asyncio.gather(*(httpx_loop(base_url, 1) for _ in range(sessions)))
-    return time.perf_counter() - started
-
-
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -164,19 +165,33 @@ def peak_rss_mib(pid: int) -> float:
 
 
 async def measure(
-    urls: list[str], sessions: int, tag: str, watch: Watch | None = None
-) -> tuple[float, int, list[float]]:
-    """Every session's turn at once, round robin over the processes; with `watch`, each
-    session's watcher on the next process."""
-    delays: list[float] = []
+    urls: list[str], sessions: int, tag: str, tally: Tally, watch: Watch | None = None
+) -> tuple[float, int]:
+    """Every personal chat's turn at once, round robin over the processes; with `watch`,
+    each chat's watcher on the next process."""
     started = time.perf_counter()
     done = await asyncio.gather(
         *(
-            one_turn(urls[i % len(urls)], f"{tag}{i}", delays, urls[(i + 1) % len(urls)], watch)
+            one_turn(urls[i % len(urls)], f"{tag}{i}", tally, urls[(i + 1) % len(urls)], watch)
             for i in range(sessions)
         )
     )
-    return time.perf_counter() - started, done.count(False), delays
+    return time.perf_counter() - started, done.count(False)
+
+
+@dataclass
+class Site:
+    """The daphne processes of one run of layouts, and who talks to them."""
+
+    bases: list[str]  # ws://127.0.0.1:<port>, one per process
+    webs: list[subprocess.Popen[bytes]]
+    token: str  # the personal chats' user's
+    teams: list[Team]
+    model: str  # the scripted model's base URL, for the floor
+    settle: bool  # a team chat's sender waits for every viewer to show as looking
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(web.pid) for web in self.webs)
 
 
 def start_site(
@@ -191,37 +206,109 @@ def start_site(
     return [f"ws://127.0.0.1:{port}" for port in ports], webs
 
 
+def turns_of(site: Site, layout: Layout, tag: str, tally: Tally, grace: float) -> Any:
+    """The layout's turns, all at once, as a coroutine: (seconds, failed); the CPU its
+    team chats' making costs is spent before it starts."""
+    if layout.viewers:
+        teams = [Team(t.slug, t.tokens[: layout.viewers]) for t in site.teams[: layout.chats]]
+        keys = asyncio.run(new_chats(site.bases[0].replace("ws://", "http://", 1), teams))
+        return measure_team(site.bases, keys, teams, tally, grace, site.settle)
+    urls = [f"{base}/ws/chat/{{chat}}/?token={site.token}" for base in site.bases]
+    return measure(urls, layout.chats, tag, tally)
+
+
+def run_layout(site: Site, layout: Layout, tag: str, grace: float) -> Figures:
+    """One run of `layout`, after its floor."""
+    floor, floor_cpu, floor_tally = asyncio.run(bare_floor(site.model, layout.chats))
+    tally = Tally()
+    turns = turns_of(site, layout, tag, tally, grace)
+    cpu = site.cpu()
+    elapsed, failed = asyncio.run(turns)
+    cpu = site.cpu() - cpu
+    return Figures(
+        elapsed=elapsed,
+        failed=failed,
+        p50=tally.percentile(0.5),
+        p99=tally.percentile(0.99),
+        cpu_turn_ms=cpu * 1000 / layout.chats,
+        cpu_chunk_us=cpu * 1e6 / max(1, tally.delivered),
+        delivered=tally.delivered,
+        lost=tally.lost,
+        doubled=tally.doubled,
+        floor=floor,
+        floor_p99=floor_tally.percentile(0.99),
+        floor_chunk_us=floor_cpu * 1e6 / max(1, floor_tally.delivered),
+        p99_elsewhere=tally.percentile(0.99, elsewhere=True),
+    )
+
+
+def watch_pass(site: Site, layout: Layout, count: int, grace: float) -> tuple[Watch, int]:
+    """The untimed pass of personal chats with a watcher each on the next process."""
+    watch = Watch(grace)
+    urls = [f"{base}/ws/chat/{{chat}}/?token={site.token}" for base in site.bases]
+    _, failed = asyncio.run(measure(urls, layout.chats, f"w{count}-", Tally(), watch))
+    lags = sorted(watch.lags) or [0.0]
+    where = "another process" if count > 1 else "the same process"
+    print(
+        f"       watchers: a second socket per personal chat on {where}; {watch.lost} of "
+        f"{layout.chats} missed a tool result or the final message within {grace:g} s of the "
+        f"sender ({watch.behind} of them still behind on the turn's earlier events);\n"
+        f"       final message's lag behind the sender's: p50 {statistics.median(lags):.0f} "
+        f"ms, p99 {lags[min(len(lags) - 1, int(len(lags) * 0.99))]:.0f} ms"
+    )
+    return watch, failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=200, help="chats of `personal`")
+    parser.add_argument(
+        "--layouts",
+        default="personal,team50x4",
+        help="comma-separated: personal (--sessions chats), personal<N>, team<N>x<V> "
+        "(N team chats, V viewers each); default personal,team50x4",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs, whose medians are shown")
     parser.add_argument("--call-ms", type=float, default=100.0)
     parser.add_argument("--processes", type=int, nargs="+", default=[1])
     parser.add_argument(
         "--watchers",
         choices=["auto", "on", "off"],
         default="auto",
-        help="a pass with a watcher socket per session on another process (auto: with 2+)",
+        help="a pass with a watcher socket per personal chat on another process (auto: 2+)",
     )
     parser.add_argument(
         "--grace",
         type=float,
         default=30.0,
-        help="seconds after the sender a watcher may take to get the turn's events (default 30)",
+        help="seconds after the sender a watcher or viewer may take to get the turn's events",
+    )
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="a team chat's sender sends once every socket has its history, not waiting for "
+        "each to show all the chat's viewers as looking",
     )
     add_json_option(parser)
     args = parser.parse_args()
+    try:
+        layouts = parse_layouts(args.layouts, args.sessions)
+    except ValueError as exc:
+        parser.error(str(exc))
     if max(args.processes) > 1 and not os.environ.get("REDIS_URL"):
         parser.error("more than one process needs REDIS_URL (the channel layer they share)")
 
     database = (
         "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     )
+    redis = bool(os.environ.get("REDIS_URL"))
     ideal = CALLS * args.call_ms / 1000
     print(
-        f"{args.sessions} sessions at once, each a turn of {CALLS} model calls of "
-        f"{args.call_ms:g} ms (ideal {ideal:.2f} s); {database}"
+        f"{', '.join(layout.describe() for layout in layouts)}; each turn {CALLS} model calls "
+        f"of {args.call_ms:g} ms (ideal {ideal:.2f} s), a reply of {CHUNKS} chunks; "
+        f"{database}, {'Redis' if redis else 'in-memory'} channel layer; medians of "
+        f"{args.runs} runs"
     )
-    redis = bool(os.environ.get("REDIS_URL"))
     rows: list[Row] = []
     try:
         with (
@@ -249,94 +336,69 @@ def main() -> None:
             manage("migrate", "-v0")
             manage("ensure_login")
             token = manage("drf_create_token", "-r", "bench").split()[2]
-            (scratch / "workspace").mkdir(exist_ok=True)
-            (scratch / "workspace" / "hello.txt").write_text("Hello World\n")
+            for folder_of_bench in (scratch / "workspace", scratch / "workspace/users/bench"):
+                folder_of_bench.mkdir(parents=True, exist_ok=True)
+                (folder_of_bench / "hello.txt").write_text("Hello World\n")
+            teamed = [layout for layout in layouts if layout.viewers]
+            teams = []
+            if teamed:
+                teams = make_teams(
+                    procs,
+                    [python, str(ROOT / "manage.py")],
+                    env,
+                    max(layout.chats for layout in teamed),
+                    max(layout.viewers for layout in teamed),
+                )
             model = [python, "-m", "tests.llm_server", "--port", str(llm_port)]
             model += ["--tool-loop", str(CALLS - 1), "--delay", str(args.call_ms / 1000)]
             model += ["--stamps", str(CHUNKS)]
             llm = procs.start(model, name="llm_server", cwd=ROOT, env=env)
             procs.wait_for_port(llm_port, llm)
-            floor = asyncio.run(bare_floor(f"http://127.0.0.1:{llm_port}/v1", args.sessions))
-            print(
-                f"floor: the same {args.sessions} conversations on bare httpx, straight to the "
-                f"model, no site: {floor:.2f} s ({floor / ideal:.1f} x ideal)"
-            )
 
-            print(f"{'daphne':>6} {'done in':>8} {'x ideal':>8} {'turns/s':>8} "
-                  f"{'failed':>6} {'p50 chunk':>10} {'p99 chunk':>10} {'peak MiB':>9} "
-                  f"{'lost':>5} {'CPU/turn':>9}")  # fmt: skip
-            rates: dict[int, float] = {}
+            medians: dict[tuple[int, str], Figures] = {}
+            rates: dict[tuple[int, str], float] = {}
             for count in args.processes:
                 bases, webs = start_site(procs, env, count)
-                urls = [f"{base}/ws/chat/{{chat}}/?token={token}" for base in bases]
-                asyncio.run(measure(urls, min(20, args.sessions), f"warm{count}-"))
-                cpu_before = sum(cpu_seconds(web.pid) for web in webs)
-                elapsed, failed, delays = asyncio.run(measure(urls, args.sessions, f"p{count}-"))
-                cpu_per_turn = (sum(cpu_seconds(web.pid) for web in webs) - cpu_before) * 1000
-                cpu_per_turn /= args.sessions
-                ordered = sorted(delays) or [0.0]
-                p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-                rates[count] = (args.sessions - failed) / elapsed
-                peak = max(peak_rss_mib(web.pid) for web in webs)
-                watch = None
-                if args.watchers == "on" or (args.watchers == "auto" and count > 1):
-                    watch = Watch(args.grace)
-                    _, watch_failed, _ = asyncio.run(
-                        measure(urls, args.sessions, f"w{count}-", watch)
+                model_url = f"http://127.0.0.1:{llm_port}/v1"
+                site = Site(bases, webs, token, teams, model_url, not args.no_settle)
+                for layout in layouts:  # warm: a few turns of each, untimed
+                    asyncio.run(turns_of(site, layout.warm(), f"warm{count}-", Tally(), 30))
+                runs: dict[str, list[Figures]] = {layout.name: [] for layout in layouts}
+                print(HEADER)
+                for run in range(args.runs):  # the layouts take turns
+                    for layout in layouts:
+                        tag = f"{layout.name}-{count}-{run}-"
+                        figures = run_layout(site, layout, tag, args.grace)
+                        runs[layout.name].append(figures)
+                        print(table_line(count, layout, figures, ideal), f" run {run + 1}")
+                failed = 0
+                watch: Watch | None = None
+                personal = next((layout for layout in layouts if not layout.viewers), None)
+                if personal and (args.watchers == "on" or (args.watchers == "auto" and count > 1)):
+                    watch, failed = watch_pass(site, personal, count, args.grace)
+                print(f"       peak memory of the busiest daphne: "
+                      f"{max(peak_rss_mib(web.pid) for web in webs):.0f} MiB")  # fmt: skip
+                for layout in layouts:
+                    f = medians[count, layout.name] = Figures.median(runs[layout.name])
+                    if layout is personal:
+                        f.failed += failed  # the watchers' pass's turns
+                    rates[count, layout.name] = (layout.chats - f.failed / args.runs) / f.elapsed
+                    name = (
+                        f"{layout.describe()}, {count} daphne{'s' if count > 1 else ''}, "
+                        f"{database}{' + Redis' if redis else ''}"
                     )
-                    failed += watch_failed
-                print(
-                    f"{count:>6} {elapsed:>7.2f}s {elapsed / ideal:>8.1f} {rates[count]:>8.1f} "
-                    f"{failed:>6} {statistics.median(ordered):>8.1f}ms {p99:>8.1f}ms {peak:>9.0f} "
-                    f"{'-' if watch is None else watch.lost:>5} {cpu_per_turn:>7.1f}ms"
-                )
-                layout = (
-                    f"{args.sessions} sessions, {count} daphne{'s' if count > 1 else ''}, "
-                    f"{database}{' + Redis' if redis else ''}"
-                )
-                rows += [
-                    row("concurrency", f"{layout}: all done vs ideal", elapsed, floor=ideal,
-                        unit="s", target=f"ratio ≤ {IDEAL_TARGET:g}",
-                        met=elapsed <= IDEAL_TARGET * ideal),
-                    row("concurrency", f"{layout}: all done vs bare httpx", elapsed,
-                        floor=floor, unit="s"),
-                    row("concurrency", f"{layout}: failed turns", failed, target="0",
-                        met=failed == 0),
-                    row("concurrency", f"{layout}: reply chunk delay p99", p99, unit="ms",
-                        target=f"< {P99_TARGET_MS:g} ms", met=p99 < P99_TARGET_MS),
-                ]  # fmt: skip
-                if watch is not None:
-                    lags = sorted(watch.lags) or [0.0]
-                    where = "another process" if count > 1 else "the same process"
-                    print(
-                        f"       watchers: a second socket per session on {where}; "
-                        f"{watch.lost} of {args.sessions} missed a tool result or the final message "
-                        f"within {args.grace:g} s of the sender ({watch.behind} of them still "
-                        f"behind on the turn's earlier events);\n       final message's lag "
-                        f"behind the sender's: p50 "
-                        f"{statistics.median(lags):.0f} ms, "
-                        f"p99 {lags[min(len(lags) - 1, int(len(lags) * 0.99))]:.0f} ms"
-                    )
-                    rows.append(
-                        row("concurrency", f"{layout}: watchers that lost an event",
-                            watch.lost, target="0", met=watch.lost == 0)
-                    )  # fmt: skip
-                if failed:  # what the server said about it
+                    rows += layout_rows(name, f, ideal)
+                    if watch is not None and layout is personal:
+                        rows.append(
+                            row("concurrency", f"{name}: watchers that lost an event",
+                                watch.lost, target="0", met=watch.lost == 0)
+                        )  # fmt: skip
+                if failed or any(f.failed for f in medians.values()):
                     for log in sorted(procs.logs.glob("daphne-*.log")):
                         print(f"  {log.name}:{tail(log, 12)}")
                 for web in webs:
                     procs.stop(web)
-            for reason, count in FAILURES.most_common(5):
-                print(f"  failed {count}x: {reason}")
-            if 1 in rates and len(rates) > 1:
-                for count, rate in rates.items():
-                    if count > 1:
-                        print(f"throughput with {count} processes: {rate / rates[1]:.2f}x one")
-                        rows.append(
-                            row("concurrency", f"turns/s, {count} daphnes vs 1", rate,
-                                floor=rates[1], unit="/s", target=f"ratio ≥ {SCALE_TARGET:g}",
-                                met=rate >= SCALE_TARGET * rates[1])
-                        )  # fmt: skip
+            report(args, layouts, medians, rates, ideal, rows)
     except KeyboardInterrupt:
         print("\ninterrupted; every process the bench started is stopped", file=sys.stderr)
         sys.exit(130)
