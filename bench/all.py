@@ -68,11 +68,13 @@ BENCHES = [
     Bench("cron_delay", "cron_delay.py", ["--jobs", "20", "--runs", "2"]),
     Bench("mcp_calls", "mcp_calls.py", ["--calls", "100", "--rounds", "3"]),
     Bench("exec_overhead", "exec_overhead.py", ["--calls", "20", "--rounds", "3"]),
-    Bench("concurrency", "concurrency.py", ["--sessions", "200", "--processes", "1"]),
+    Bench(
+        "concurrency", "concurrency.py", ["--sessions", "200", "--processes", "1", "--runs", "1"]
+    ),
     Bench(
         "concurrency_pg",
         "concurrency.py",
-        ["--sessions", "200", "--processes", "1", "2"],
+        ["--sessions", "200", "--processes", "1", "2", "--runs", "1"],
         services=True,
     ),
 ]
