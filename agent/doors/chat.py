@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent.doors import chat_frames
@@ -164,6 +165,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self.views.stream(unfinished.pk)
             elif not is_running_here(session.pk):
                 self.views.follow(str(unfinished.pk))
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels closes the stale database connections of its one sync thread before
+        each message a consumer handles, in that thread. The socket's frames may use it
+        (`sync_to_async`); the layer's messages (group events, presence, marks) never do,
+        and behind a busy server's queries that hop held each of them up for seconds: a
+        tab that had just opened heard a turn start only once it had ended, and missed its
+        stream. They go straight to their handlers."""
+        if message["type"].startswith("websocket."):
+            await super().dispatch(message)
+            return
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def disconnect(self, code: int) -> None:
         if self.presence is not None:
