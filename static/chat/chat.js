@@ -4,7 +4,7 @@
 
 import { el, newChatId, formatUsage } from "./util.js";
 import { Conversation } from "./conversation.js";
-import { Sidebar, chatUrl } from "./sessions.js";
+import { Sidebar, chatUrl, chatOfKey } from "./sessions.js";
 import { ChatSocket } from "./socket.js";
 import { Composer } from "./composer.js";
 import { Attach } from "./attach.js";
@@ -19,6 +19,7 @@ import { Versions } from "./versions.js";
 import { RetryButtons } from "./retry.js";
 import { ChatSearch } from "./search.js";
 import { ConnectionBadge, Notices } from "./status.js";
+import { Team } from "./team.js";
 
 const $ = (id) => document.getElementById(id);
 const data = document.body.dataset;
@@ -68,6 +69,26 @@ const conv = new Conversation({
   jump: $("jump"),
 });
 
+// A team chat's authors, viewers and team; and starting one (chat/team.js).
+const team = new Team(
+  { messages: $("messages"), chip: $("team-chip"), presence: $("presence"), newButton: $("new-team-chat"), menu: $("team-menu") },
+  {
+    conv,
+    sessionsUrl: config.sessionsUrl,
+    onTeams: () => {
+      sidebar.render();
+      updateHeader();
+    },
+    onCreated: async (session) => {
+      drawer.close();
+      await sidebar.refresh().catch(onApiError);
+      switchChat(chatOfKey(session.key));
+      composer.focus();
+    },
+    onError: (message) => notice(message),
+  },
+);
+
 const drawer = new Drawer({
   sidebar: $("sidebar"),
   menu: $("menu"),
@@ -97,11 +118,17 @@ const sidebar = new Sidebar({
     updateHeader();
   },
   onError: (message) => notice(message),
+  teamName: (slug) => team.nameOf(slug),
+  mayDelete: (session) => team.mayDelete(session),
 });
 
 const socket = new ChatSocket({
   prefix: config.wsPrefix,
-  onFrame: (frame) => frames.handle(frame),
+  onFrame: (frame) => {
+    team.before(frame);
+    frames.handle(frame);
+    team.after(frame);
+  },
   onStatus: (status) => badge.set(status),
   onFatal: (message) => setFatal(message),
   onLoginLost: () => goLogin(),
@@ -265,6 +292,7 @@ function updateHeader() {
   dom.usage.title = used ? `This chat so far: ${used}` : "";
   dom.usage.hidden = !used;
   document.title = `${title} · agentsite`;
+  team.header(session);
 }
 
 function scheduleSidebarRefresh(delay = 300) {
@@ -290,7 +318,11 @@ function setRunning(running, runId) {
 function setFatal(message) {
   setRunning(false);
   conv.reset();
-  dom.fatal.textContent = message;
+  dom.fatal.textContent = team.fatalText(message);
+  team.closed();
+  // Gone (deleted, or of a team the person left): not in the list, not even as a draft.
+  sidebar.setCurrent("");
+  scheduleSidebarRefresh(0);
   dom.fatal.hidden = false;
   composer.lock();
   badge.hide();
@@ -370,6 +402,7 @@ function switchChat(chat, { push = true, at = null } = {}) {
   state.chat = chat;
   state.outbox = [];
   state.model = "";
+  team.reset(chat);
   frames.reset();
   approvals.clear();
   always.set([]);
@@ -416,6 +449,7 @@ document.addEventListener("visibilitychange", () => {
 
 async function start() {
   composer.start();
+  team.load();
   const initial = config.chatRe.test(config.chat) ? config.chat : chatFromPath();
   if (initial) {
     // `#message-<id>`: a link to one message of the chat (a search result's).

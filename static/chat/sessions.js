@@ -1,12 +1,13 @@
 // The sidebar's session list: load, render, rename, delete.
 
 import { el, icon, api, formatWhen } from "./util.js";
+import { teamIcon } from "./team.js";
 
 // A chat's address on the page and its socket: a web session by its chat id, an API or OpenAI
-// client's session by its whole key (`web:abc` is `/c/abc/`, `api:x` is `/c/api:x/`,
-// `openai:y` is `/c/openai:y/`; see sessions_app/keys.py).
+// client's session or a team's chat by its whole key (`web:abc` is `/c/abc/`, `api:x` is
+// `/c/api:x/`, `openai:y` is `/c/openai:y/`, `team:z` is `/c/team:z/`; see sessions_app/keys.py).
 export const chatOfKey = (key) => (key.startsWith("web:") ? key.slice(4) : key);
-export const keyOfChat = (chat) => (/^(api|openai):/.test(chat) ? chat : `web:${chat}`);
+export const keyOfChat = (chat) => (/^(api|openai|team):/.test(chat) ? chat : `web:${chat}`);
 // The badge of a session another door started.
 const BADGES = {
   api: { text: "API", title: "Started through the API" },
@@ -19,7 +20,8 @@ const UNTITLED = "Untitled chat";
 
 export class Sidebar {
   /**
-   * options: {list, empty, url, isChat(chat), onSelect(chat), onDeleted(session), onChange(), onError(message)}
+   * options: {list, empty, url, isChat(chat), onSelect(chat), onDeleted(session), onChange(), onError(message),
+   *           teamName(slug), mayDelete(session) (a team chat: only its team's admins may)}
    */
   constructor(options) {
     this.o = options;
@@ -79,7 +81,25 @@ export class Sidebar {
         ),
       );
     }
-    for (const s of this.sessions) items.push(this.item(s));
+    // The person's own chats first; then each team's, under the team's name.
+    const teams = new Map();
+    for (const s of this.sessions) {
+      if (!s.team) items.push(this.item(s));
+      else if (teams.has(s.team)) teams.get(s.team).push(s);
+      else teams.set(s.team, [s]);
+    }
+    const named = Array.from(teams, ([slug, sessions]) => [this.o.teamName(slug), slug, sessions]);
+    named.sort((a, b) => a[0].localeCompare(b[0]));
+    for (const [name, slug, sessions] of named) {
+      items.push(
+        el(
+          "li",
+          { class: "session-team", dataset: { team: slug } },
+          el("div", { class: "session-team-label", id: `team-label-${slug}` }, teamIcon(), el("span", { class: "session-team-name", text: name })),
+          el("ul", { class: "session-list session-team-list", "aria-labelledby": `team-label-${slug}` }, ...sessions.map((s) => this.item(s))),
+        ),
+      );
+    }
     list.replaceChildren(...items);
     empty.hidden = !this.loaded || items.length > 0;
   }
@@ -102,8 +122,9 @@ export class Sidebar {
     });
     const rename = el("button", { type: "button", class: "icon-btn session-rename", "aria-label": `Rename “${title}”`, title: "Rename" }, icon("pencil"));
     rename.addEventListener("click", () => this.startRename(s, li));
-    const remove = el("button", { type: "button", class: "icon-btn session-delete", "aria-label": `Delete “${title}”`, title: "Delete" }, icon("trash"));
-    remove.addEventListener("click", () => this.remove(s));
+    // A team chat is every member's: only its team's admins delete it.
+    const remove = this.o.mayDelete(s) ? el("button", { type: "button", class: "icon-btn session-delete", "aria-label": `Delete “${title}”`, title: "Delete" }, icon("trash")) : null;
+    if (remove) remove.addEventListener("click", () => this.remove(s));
     const li = el(
       "li",
       { class: `session-item${active ? " active" : ""}`, dataset: { key: s.key, chatId: s.chat }, "aria-current": active ? "page" : null },
