@@ -29,7 +29,8 @@ from tests.llm_server import ScriptedLLM
 from tests.test_browser import ARTIFACTS, launch
 from tests.test_browser import pytestmark as browser_marks
 
-pytestmark = browser_marks
+# The PostgreSQL and Redis pass runs it too: there the members are on two processes.
+pytestmark = [*browser_marks, pytest.mark.processes]
 
 # Two processes when their channel layer is shared; one when each would have its own.
 PROCESSES = 2 if os.environ.get("REDIS_URL") else 1
