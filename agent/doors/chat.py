@@ -33,16 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.consumer import get_handler_name
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agent.doors import chat_frames
 from agent.doors.credentials import Revoked
 from agent.doors.frame_json import UnreadableFrame, read_frame
 from agent.doors.joining import JoinMark
-from agent.doors.presence import Presence
 from agent.doors.revocation import REVOKED_TEXT, SocketAccess
 from agent.doors.socket_turns import RUNNING, SocketTurns, without_replies
+from agent.doors.team_socket import CLOSE_NOT_FOUND, TeamChatSocket
 from agent.doors.watching import TurnViews
 from agent.events import (
     Earlier,
@@ -66,7 +64,6 @@ from agent.turn import (
     get_or_create_session,
     history_page,
     is_command,
-    is_member,
     is_running_here,
     listen_to_relayed,
     open_session,
@@ -78,7 +75,6 @@ from agent.turn import (
     validate_content,
     version_page,
 )
-from sessions_app.people import person
 from sessions_app.services import NoSuchChat
 
 logger = logging.getLogger(__name__)
@@ -86,7 +82,6 @@ logger = logging.getLogger(__name__)
 # The door, as the runs it starts record it, whichever session (web or API) it opened.
 CHANNEL = "web"
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
 CLOSE_DELETED = 4410
 # A frame larger than any message the contract allows is refused before it is parsed.
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 1_000
@@ -97,14 +92,11 @@ MAX_PENDING_TURNS = 3
 _turns = RUNNING
 
 
-class ChatConsumer(AsyncJsonWebsocketConsumer):
+class ChatConsumer(TeamChatSocket):
     session_key = ""
     session_id: int | None = None
     group = ""
     views: TurnViews | None = None
-    # A team chat's: its team (group) id, and who else is looking.
-    team_id: int | None = None
-    presence: Presence | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -155,36 +147,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         for request in opening.requests:
             await self.send_json(request.to_dict())
         self.views = TurnViews(self.channel_name, self._send_frame)
-        if self.team_id is not None:
-            self.presence = Presence(
-                self.channel_layer, self.group, self.channel_name, person(user), self._send_frame
-            )
-            await self.presence.join()
+        await self.join_presence(user)
         if unfinished is not None:
             if running:
                 self.views.stream(unfinished.pk)
             elif not is_running_here(session.pk):
                 self.views.follow(str(unfinished.pk))
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels closes the stale database connections of its one sync thread before
-        each message a consumer handles, in that thread. The socket's frames may use it
-        (`sync_to_async`); the layer's messages (group events, presence, marks) never do,
-        and behind a busy server's queries that hop held each of them up for seconds: a
-        tab that had just opened heard a turn start only once it had ended, and missed its
-        stream. They go straight to their handlers."""
-        if message["type"].startswith("websocket."):
-            await super().dispatch(message)
-            return
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
-
     async def disconnect(self, code: int) -> None:
-        if self.presence is not None:
-            await self.presence.leave()
-            self.presence = None
+        await self.leave_presence()
         if self.group:
             self.mark.stop()
             self.stop_relay()
@@ -399,19 +370,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         may have: one who left the team loses the chat at once."""
         if self.session_id is not None:
             await self.access.changed(message)
-        team = self.team_id
-        if self.session_id is not None and team is not None:  # noqa: SIM102
-            if not await is_member(user_id=self.user.pk, team_id=team):
-                await self._error("you are no longer a member of this chat's team")
-                self.session_id = None
-                await self.close(code=CLOSE_NOT_FOUND)
-
-    async def presence_hello(self, message: dict[str, Any]) -> None:
-        """Presence (`presence`): a viewer came, went, or answered this one's hello."""
-        if self.presence is not None:
-            await self.presence.heard(message)
-
-    presence_here = presence_bye = presence_hello
+        await self.still_a_member()
 
     async def _revoke(self, why: Revoked) -> None:
         """Close the socket for good, its access having ended, and stop the turns it
