@@ -256,6 +256,14 @@ def test_two_members_on_two_processes_stream_one_reply_and_see_who_wrote_what(
         ["answering Ada Lovelace", "answering Bob Kahn"]
     )
     expect(bob.page.locator(".msg.user.mine .msg-author-name")).to_have_text(["Bob Kahn"])
+    # Bob may edit his own message only, and regenerate only the reply to it.
+    users = bob.page.locator(".msg.user")
+    expect(users.nth(0).locator(".msg-edit")).to_have_css("display", "none")
+    expect(users.nth(1).locator(".msg-edit")).not_to_have_css("display", "none")
+    regenerate = bob.page.locator(".msg.assistant .msg-regenerate")
+    expect(regenerate).to_have_count(2)
+    expect(regenerate.nth(0)).to_have_css("display", "none")  # the reply to Ada
+    expect(regenerate.nth(1)).not_to_have_css("display", "none")
     # The list shows the chat under its team's name, apart from the person's own chats.
     group = bob.page.locator("#session-list .session-team[data-team=ops]")
     expect(group.locator(".session-team-name")).to_have_text("Operations")

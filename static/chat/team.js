@@ -82,6 +82,9 @@ export class Team {
     for (const node of this.dom.messages.querySelectorAll(".msg.user[data-author-id]")) {
       node.classList.toggle("mine", this.mine({ id: node.dataset.authorId }));
     }
+    for (const node of this.dom.messages.querySelectorAll(".msg[data-answering]")) {
+      node.classList.toggle("theirs", !this.mine({ id: node.dataset.answering }));
+    }
     if (this.viewers.length) this.showPresence(this.viewers);
     this.renderMenu();
     this.o.onTeams();
@@ -267,7 +270,10 @@ export class Team {
       const author = this.authors.get(id);
       markAuthor(node, author, this.mine(author));
     } else if (node.dataset.role === "assistant" && this.answering.has(id)) {
-      markAnswering(node, this.answering.get(id));
+      const author = this.answering.get(id);
+      markAnswering(node, author);
+      // Only the member it answers may regenerate a reply (the server refuses the others).
+      node.classList.toggle("theirs", !this.mine(author));
     }
   }
 
