@@ -119,5 +119,30 @@ async def test_without_an_account_the_command_lines_own_sessions_are_reached(
     assert await send(llm, None, "cron", "7") == (
         "Error: cron:7 is not a conversation a person can open; messages go to this "
         "conversation (leave out channel and chat_id) or to another of the user's own web, "
-        "api, openai, cli conversations"
+        "api, openai, team, cli conversations"
+    )
+
+
+async def test_a_member_messages_their_teams_chat_and_not_another_teams(
+    llm: ScriptedLLM,
+) -> None:
+    from django.contrib.auth.models import User
+
+    from sessions_app.services import create_team_chat
+    from teams_app.services import create_team, set_members
+
+    def teams_and_chats() -> tuple[User, str, str]:
+        ada = User.objects.create_user("ada")
+        ops, sales = create_team(slug="ops"), create_team(slug="sales")
+        set_members(team=ops, users=[ada])
+        ours = create_team_chat(team=ops.group).key
+        theirs = create_team_chat(team=sales.group).key
+        return ada, ours, theirs
+
+    ada, ours, theirs = await sync_to_async(teams_and_chats)()
+    channel, chat_id = ours.split(":")
+    assert await send(llm, ada, channel, chat_id) == f"Message sent to {ours}."
+    channel, chat_id = theirs.split(":")
+    assert (await send(llm, ada, channel, chat_id)).startswith(
+        f"Error: the user has no conversation {theirs}"
     )

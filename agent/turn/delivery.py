@@ -11,7 +11,7 @@ from agent.events import Emit, Event, MessageEvent, StreamChunk, StreamEnd, Stre
 from agent.tools.base import ToolError
 from agent.turn import fanout, store
 from agent.turn.db import on_db
-from sessions_app import keys
+from sessions_app import keys, selectors
 from sessions_app.models import Session
 from sessions_app.services import SessionDeleted
 
@@ -91,8 +91,8 @@ class Delivery:
 
 async def reachable(key: str, owner: User | None) -> Session:
     """`owner`'s conversation `key`, when the `message` tool may deliver there: one that a
-    door opens for a person (their web, api and openai chats, the command line's) and that
-    exists. ToolError, saying why, for any other."""
+    door opens for a person (their web, api and openai chats, their teams' chats, the
+    command line's) and that exists. ToolError, saying why, for any other."""
     channel, chat_id = keys.split_key(key)
     opens = keys.is_user_key(key) or (channel in _AGENT_OPENED and keys.is_chat_id(chat_id))
     if not opens:
@@ -113,7 +113,10 @@ async def reachable(key: str, owner: User | None) -> Session:
 
 @on_db
 def _existing(*, key: str, owner: User | None) -> Session | None:
-    return Session.objects.filter(key=key, owner=owner).first()
+    if owner is not None:
+        # Their own conversation, or a chat of one of their teams.
+        return selectors.find_session(key=key, owner=owner)
+    return Session.objects.filter(key=key, owner=None, team__isnull=True).first()
 
 
 class RepeatScreen:
