@@ -44,7 +44,7 @@ from agent.turn.runner import TurnRunner
 from agent.turn.spending import budget_refusal
 from agent.turn.toolbox import turn_registry
 from sessions_app.models import Run, Session
-from sessions_app.services import SessionDeleted
+from sessions_app.services import NoSuchChat, SessionDeleted
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,12 @@ async def run_recorded(
 
 async def _open(ref: SessionRef) -> Session:
     if ref.pinned_id is None:
-        return await store.get_or_create_session(key=ref.key, owner=ref.owner)
+        try:
+            return await store.get_or_create_session(key=ref.key, owner=ref.owner)
+        except NoSuchChat:
+            raise InvalidInput(
+                f"there is no chat {ref.key} of your teams", field="session"
+            ) from None
     session = await store.get_session(session_id=ref.pinned_id)
     if session is None:
         raise SessionGone()
