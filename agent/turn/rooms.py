@@ -45,15 +45,21 @@ class Room:
         return f"the team {self.team}'s" if self.team else "the user's own"
 
 
+async def room_of(session: Session, owner: User | None, conf: AgentSettings) -> Room:
+    """The room of a turn of `session` sent by `owner`. A personal chat's is known without
+    the database, unless its person's teams' folders are to be read too."""
+    if session.team_id is None and (owner is None or not conf.team_files_in_personal_chats):
+        return Room(user_folder(conf.workspace, owner.get_username() if owner else None))
+    return await _room_from_db(session, owner, conf)
+
+
 @on_db
-def room_of(session: Session, owner: User | None, conf: AgentSettings) -> Room:
-    """The room of a turn of `session` sent by `owner`."""
+def _room_from_db(session: Session, owner: User | None, conf: AgentSettings) -> Room:
     if session.team_id is not None:
         slug = session.team.name if session.team else ""
         return Room(team_folder(conf.workspace, slug), team_id=session.team_id, team=slug)
-    folder = user_folder(conf.workspace, owner.get_username() if owner else None)
-    if owner is None or not conf.team_files_in_personal_chats:
-        return Room(folder)
+    assert owner is not None  # `room_of` answers for a turn of no one
+    folder = user_folder(conf.workspace, owner.get_username())
     slugs = owner.groups.filter(team__isnull=False).order_by("name").values_list("name", flat=True)
     shared = tuple(
         path for path in (team_folder(conf.workspace, slug) for slug in slugs) if path.is_dir()
