@@ -240,6 +240,8 @@ def test_two_members_on_two_processes_stream_one_reply_and_see_who_wrote_what(
             "answering Ada Lovelace"
         )
         expect(page.locator("#team-chip")).to_have_text("Operations")
+        # A team chat is every member's already: nothing to share.
+        expect(page.locator("#share-open")).to_be_hidden()
 
     llm.reply("And now for Bob.")
     bob.say("and one for me")

@@ -108,6 +108,8 @@ export class Team {
   /** Another chat (or none): forget the last one's people and turns. */
   reset(chat) {
     this.active = isTeamChat(chat);
+    // A team chat is every member's already: the page offers no Share for it.
+    document.body.classList.toggle("in-team-chat", this.active);
     this.authors = new Map(); // message id -> who wrote it
     this.answering = new Map(); // message id of a turn's first reply -> whose message it answers
     this.labelled = new Set(); // run ids whose reply says whom it answers
