@@ -61,7 +61,7 @@ class TeamChatSocket(AsyncJsonWebsocketConsumer):
         if self.presence is not None:
             await self.presence.heard(message)
 
-    presence_here = presence_bye = presence_hello
+    presence_here = presence_alive = presence_bye = presence_hello
 
     async def still_a_member(self) -> bool:
         """On a team chat, whether the socket's person is still in its team: one who left
