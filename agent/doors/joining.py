@@ -37,8 +37,10 @@ MARKS = 8
 # requests before it asks again. A turn that has only just started may not listen yet, and
 # a tab already open asks as soon as it hears the turn start: the first waits are short, so
 # that it misses no more than a few chunks' time. Asking again costs nothing: a turn sends
-# a socket that joined twice its stream once.
-JOIN_WAITS = (0.05, 0.1, 0.25, 0.5, 1.0)
+# a socket that joined twice its stream once. A busy process (a turn on another, behind
+# Redis) may take seconds to answer: the later waits are long, so that a tab joins a turn
+# late rather than see only its end; the request is dropped as soon as the turn ends.
+JOIN_WAITS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 
 
 class JoinMark:
