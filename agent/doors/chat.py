@@ -147,7 +147,7 @@ class ChatConsumer(TeamChatSocket):
         for request in opening.requests:
             await self.send_json(request.to_dict())
         self.views = TurnViews(self.channel_name, self._send_frame)
-        await self.join_presence(user)
+        await self.join_presence(user, self._send_frame)
         if unfinished is not None:
             if running:
                 self.views.stream(unfinished.pk)
@@ -370,7 +370,7 @@ class ChatConsumer(TeamChatSocket):
         may have: one who left the team loses the chat at once."""
         if self.session_id is not None:
             await self.access.changed(message)
-        await self.still_a_member()
+        await self.still_a_member(self.user.pk, self._error)
 
     async def _revoke(self, why: Revoked) -> None:
         """Close the socket for good, its access having ended, and stop the turns it

@@ -4,12 +4,13 @@ every chat socket takes the layer's messages: straight to their handlers."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agent.doors.presence import Presence
+from agent.doors.presence import Presence, SendFrame
 from agent.turn import is_member
 from sessions_app.people import person
 
@@ -18,9 +19,8 @@ LEFT_TEXT = "you are no longer a member of this chat's team"
 
 
 class TeamChatSocket(AsyncJsonWebsocketConsumer):
-    """The base of the chat socket. `team_id` is set once the socket knows its session;
-    the consumer gives `group`, `channel_name`, `user`, `session_id`, `_send_frame` and
-    `_error`."""
+    """The base of the chat socket. `team_id` is set once the socket knows its session,
+    `group` and `session_id` by the consumer; it hands in how it sends its client a frame."""
 
     team_id: int | None = None
     presence: Presence | None = None
@@ -42,12 +42,13 @@ class TeamChatSocket(AsyncJsonWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
-    async def join_presence(self, user: Any) -> None:
-        """On a team chat: tell the chat's other sockets this one's person is looking."""
+    async def join_presence(self, user: Any, send: SendFrame) -> None:
+        """On a team chat: tell the chat's other sockets this one's person is looking; the
+        list of who is goes to `send`."""
         if self.team_id is None:
             return
         self.presence = Presence(
-            self.channel_layer, self.group, self.channel_name, person(user), self._send_frame
+            self.channel_layer, self.group, self.channel_name, person(user), send
         )
         await self.presence.join()
 
@@ -63,21 +64,15 @@ class TeamChatSocket(AsyncJsonWebsocketConsumer):
 
     presence_here = presence_alive = presence_bye = presence_hello
 
-    async def still_a_member(self) -> bool:
-        """On a team chat, whether the socket's person is still in its team: one who left
-        is told, and the socket closes as on a chat that is not theirs."""
+    async def still_a_member(self, user_id: int, error: Callable[[str], Awaitable[None]]) -> bool:
+        """On a team chat, whether user `user_id`, the socket's, is still in its team: one
+        who left is told (`error`), and the socket closes as on a chat that is not theirs."""
         team = self.team_id
         if self.session_id is None or team is None:
             return True
-        if await is_member(user_id=self.user.pk, team_id=team):
+        if await is_member(user_id=user_id, team_id=team):
             return True
-        await self._error(LEFT_TEXT)
+        await error(LEFT_TEXT)
         self.session_id = None
         await self.close(code=CLOSE_NOT_FOUND)
         return False
-
-    async def _send_frame(self, frame: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    async def _error(self, message: str) -> None:
-        raise NotImplementedError
